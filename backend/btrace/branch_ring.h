@@ -1,0 +1,39 @@
+// A bounded ring of taken branches for one thread, with the read positions GDB's `all`, `new`
+// and `delta` reads need. Memory is proportional to the configured size (24 bytes a branch,
+// like a BTS record).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/error.h"
+
+namespace backend {
+
+struct Branch { uint64_t from = 0, to = 0; };
+struct TraceBlock { uint64_t begin = 0, end = 0; };  // inclusive instruction addresses
+enum class TraceRead { All, New, Delta };
+
+class BranchRing {
+ public:
+  static constexpr size_t kBytesPerBranch = 24;
+  explicit BranchRing(uint64_t size_bytes);
+  void push(uint64_t from, uint64_t to);
+  uint64_t size_bytes() const;       // the size reported in btrace-conf
+  size_t capacity() const;           // branches
+  uint64_t total() const;            // branches ever pushed
+  // Blocks newest first; the newest ends at current_pc. Delta appends {0, from of the oldest new
+  // branch} (or just {0, current_pc} when nothing happened); overflow since the last read gives
+  // Error{EOVERFLOW, "Overflow."}. All/New drop the partial oldest block. Updates last-read.
+  Result<std::vector<TraceBlock>> read(TraceRead kind, uint64_t current_pc);
+  // The newest n branches, oldest first (monitor btrace history/calls).
+  std::vector<Branch> newest(size_t n) const;
+
+ private:
+  std::vector<Branch> ring_;
+  uint64_t head_ = 0;       // total pushed
+  uint64_t last_read_ = 0;  // head at the previous read
+  uint64_t size_bytes_ = 0;
+};
+
+}  // namespace backend

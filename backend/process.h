@@ -1,0 +1,153 @@
+// A traced Linux process (all-stop): launch/attach, threads, resume, stop events, registers,
+// memory, breakpoints. Knows nothing of packets. Every call must come from the thread that
+// created the Process (ptrace rule); the server runs one io_context on one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/error.h"
+#include "backend/registers.h"
+
+namespace backend {
+
+class BranchTracer;  // backend/btrace/tracer.h
+
+struct LaunchOptions {
+  std::vector<std::string> argv;          // argv[0] = program
+  std::vector<std::string> wrapper;       // --wrapper args (run as: wrapper... program args...)
+  bool startup_with_shell = true;         // run through $SHELL -c exec prog args (like gdbserver)
+  bool disable_randomization = true;      // personality(ADDR_NO_RANDOMIZE)
+  std::optional<std::string> working_dir;
+  std::map<std::string, std::string> env_set;   // applied on top of the server's environment
+  std::set<std::string> env_unset;
+  bool env_reset = false;                 // start from an empty environment
+  bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
+};
+
+enum class StopKind {
+  Signal,        // stopped with a signal (SIGINT after interrupt, SIGSEGV, SIGUSR1, SIGSTOP...)
+  Breakpoint,    // hit one of our software breakpoints (pc already rewound)
+  HwBreakpoint,
+  Watchpoint,    // data watchpoint; watch_addr/watch_type set
+  Step,          // single step / range step finished
+  StepBranch,    // stepbranch finished: branch_from/branch_to set (0/0 if stopped for another reason)
+  Exited,        // process exited: exit_status
+  Killed,        // process killed by signal: signo
+  Fork, VFork, VForkDone, Exec,
+  SyscallEntry, SyscallReturn,
+  ThreadExited,  // only when thread events requested
+};
+
+enum class WatchType { Write, Read, Access };
+
+struct StopEvent {
+  StopKind kind = StopKind::Signal;
+  pid_t pid = 0;
+  pid_t tid = 0;
+  int signo = 0;                // Linux signal number (Signal, Killed); SIGTRAP for traps
+  int exit_status = 0;          // Exited
+  uint64_t watch_addr = 0;
+  WatchType watch_type = WatchType::Write;
+  pid_t child_pid = 0;          // Fork/VFork
+  std::string exec_path;        // Exec
+  int syscall_no = 0;
+  uint64_t branch_from = 0, branch_to = 0;   // StepBranch
+  std::string step_mechanism;                // StepBranch: "singleblock" or "software"
+};
+
+enum class ResumeKind { Continue, Step, RangeStep, Stop };
+struct ResumeAction {
+  ResumeKind kind = ResumeKind::Continue;
+  int signo = 0;                   // Linux signal to deliver, 0 = none
+  uint64_t range_start = 0, range_end = 0;  // RangeStep: step while start <= pc < end
+};
+// Per-thread actions; threads not named get `others` (nullopt = stay stopped).
+struct ResumePlan {
+  std::map<pid_t, ResumeAction> threads;
+  std::optional<ResumeAction> others;
+};
+
+enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWatch };
+
+struct MemoryRegion {
+  uint64_t start = 0, end = 0;
+  bool read = false, write = false, exec = false;
+  std::string name;   // path or [heap]/[stack]/[vdso]...
+};
+
+struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0; };
+
+class Process {
+ public:
+  virtual ~Process() = default;
+
+  // Starts the program stopped at its first instruction (after exec; ld.so entry).
+  static Result<std::unique_ptr<Process>> launch(const LaunchOptions& options);
+  // Attaches to every thread of pid and stops them (reported as SIGSTOP / signal 0).
+  static Result<std::unique_ptr<Process>> attach(pid_t pid);
+
+  virtual pid_t pid() const = 0;
+  virtual bool was_attached() const = 0;           // qAttached: 1 attached, 0 launched
+  virtual bool alive() const = 0;                  // false after exit/kill reported
+  virtual std::vector<pid_t> threads() const = 0;  // live threads, main first
+  virtual bool has_thread(pid_t tid) const = 0;
+  virtual std::string thread_name(pid_t tid) const = 0;
+  virtual int thread_core(pid_t tid) const = 0;    // -1 if unknown
+  virtual StopEvent last_stop() const = 0;         // the stop the process is in now
+
+  // ---- execution ----
+  virtual Result<void> resume(const ResumePlan& plan) = 0;
+  // Stop a running process: the next event is a Signal stop with SIGINT (as gdbserver).
+  virtual void interrupt() = 0;
+  // Called by the server's loop when SIGCHLD arrived (or periodically): reaps ptrace events and
+  // drives internal work (stepping over breakpoints, range steps, traced runs). Returns a stop
+  // once the whole process is stopped for a reason the client must see.
+  virtual std::optional<StopEvent> poll_events() = 0;
+  virtual bool running() const = 0;
+  // stepbranch on one thread (others stay stopped); result comes through poll_events().
+  virtual Result<void> step_branch(pid_t tid, uint32_t count) = 0;
+
+  virtual Result<void> detach() = 0;   // removes our breakpoints, restores, detaches all threads
+  virtual Result<void> kill() = 0;     // SIGKILL and reap; no stop event after this
+
+  // ---- signals (Linux numbers) ----
+  virtual void set_pass_signals(std::set<int> signals) = 0;     // delivered without stopping
+  virtual void set_program_signals(std::set<int> signals) = 0;  // allowed to reach the program
+  virtual void set_catch_syscalls(bool on, std::set<int> syscalls) = 0;
+  virtual Result<std::vector<uint8_t>> siginfo(pid_t tid) = 0;  // 128-byte siginfo_t
+
+  // ---- registers (in the layout of registers.h) ----
+  virtual const RegisterLayout& register_layout() const = 0;
+  virtual Result<RegisterFile> read_registers(pid_t tid) = 0;
+  virtual Result<void> write_registers(pid_t tid, const RegisterFile& regs) = 0;
+
+  // ---- memory (breakpoint shadows are hidden: reads never show our int3) ----
+  virtual Result<size_t> read_memory(uint64_t addr, std::span<uint8_t> out) = 0;
+  virtual Result<size_t> write_memory(uint64_t addr, std::span<const uint8_t> data) = 0;
+
+  // ---- breakpoints and watchpoints ----
+  virtual Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
+  virtual Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
+  virtual int hardware_slots() const = 0;  // 4 on x86
+
+  // ---- information ----
+  virtual Result<std::vector<uint8_t>> auxv() = 0;
+  virtual Result<std::string> exe_path() = 0;
+  virtual Result<std::vector<MemoryRegion>> memory_map() = 0;
+  virtual Result<std::vector<LibraryInfo>> libraries(uint64_t* main_lm) = 0;  // r_debug walk
+
+  // ---- branch tracing ----
+  virtual BranchTracer& tracer() = 0;
+};
+
+}  // namespace backend

@@ -1,0 +1,77 @@
+// Typed replies and their formatting into payloads in the client's dialect.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace protocol {
+
+// What the client negotiated; the one place where GDB and LLDB differ on the wire.
+struct Dialect {
+  bool multiprocess = false;
+  bool swbreak = false;        // client offered swbreak+ (GDB); LLDB never does
+  bool hwbreak = false;
+  bool fork_events = false;
+  bool vfork_events = false;
+  bool exec_events = false;
+  bool vcont_supported = false;
+  bool no_resumed = false;
+  bool xml_registers = false;  // xmlRegisters=i386 offered
+  bool lldb = false;           // decided from LLDB-only probes (QThreadSuffixSupported, qHostInfo...)
+  bool thread_suffix = false;  // LLDB QThreadSuffixSupported accepted
+  bool list_threads_in_stop = false;  // LLDB QListThreadsInStopReply accepted
+  bool error_strings = false;  // LLDB QEnableErrorStrings
+};
+
+enum class StopReason {
+  Signal,       // plain signal stop (also initial stop, interrupt, single-step done)
+  Breakpoint,   // software breakpoint (swbreak)
+  HwBreakpoint, // hardware breakpoint (hwbreak)
+  Watch, ReadWatch, AccessWatch,
+  SingleStep,   // step / range step / stepbranch finished (LLDB reason:trace)
+  Fork, VFork, VForkDone, Exec,
+  SyscallEntry, SyscallReturn,
+};
+
+// One stop, in terms the wire understands (signal already in GDB numbering).
+struct StopReply {
+  StopReason reason = StopReason::Signal;
+  int gdb_signal = 5;
+  int pid = 0;
+  int tid = 0;
+  uint64_t watch_addr = 0;            // Watch*
+  int child_pid = 0, child_tid = 0;   // Fork/VFork
+  std::string exec_path;              // Exec
+  int syscall_no = 0;                 // Syscall*
+  // Expedited registers: (regno, little-endian bytes).
+  std::vector<std::pair<int, std::vector<uint8_t>>> registers;
+  std::optional<int> core;
+  std::string thread_name;            // LLDB "name:"
+  std::vector<int> all_tids;          // LLDB "threads:" when list_threads_in_stop
+  std::vector<uint64_t> all_pcs;      // LLDB "thread-pcs:"
+  // Extra "key:value;" pairs appended verbatim (e.g. branch-from/branch-to for stepbranch).
+  std::vector<std::pair<std::string, std::string>> extra;
+};
+
+struct ExitReply { int pid = 0; int status = 0; bool signalled = false; int gdb_signal = 0; };
+
+std::string format_stop_reply(const StopReply& stop, const Dialect& dialect);
+std::string format_exit_reply(const ExitReply& exit, const Dialect& dialect);
+
+// Helpers for common replies.
+inline std::string ok() { return "OK"; }
+inline std::string empty() { return {}; }
+std::string error(int code);                     // "E01"
+std::string error_text(std::string_view text);   // "E.text" (GDB shows the text)
+// "E.msg" when the client wants strings (LLDB QEnableErrorStrings: "Exx;hexmsg"), else "Exx".
+std::string error_for(const Dialect& dialect, int code, std::string_view text);
+
+// qXfer reply for [offset, offset+length) of a complete document: "m..." or "l..." (escaped).
+std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length);
+// qRcmd output packet: "O" + hex(text).
+std::string console_output(std::string_view text);
+
+}  // namespace protocol
