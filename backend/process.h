@@ -83,6 +83,7 @@ struct MemoryRegion {
   uint64_t start = 0, end = 0;
   bool read = false, write = false, exec = false;
   std::string name;   // path or [heap]/[stack]/[vdso]...
+  uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
 };
 
 struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0; };
