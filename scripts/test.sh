@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The one test command (the README's and .ci/run's):
+#
+#   bash scripts/test.sh            # everything: deps, build, unit, integration, fuzz smoke, kmod QEMU test
+#   bash scripts/test.sh --quick    # skip the fuzz smoke run and the kmod QEMU test
+#   bash scripts/test.sh --no-deps  # do not run scripts/setup-deps.sh first
+#
+# Stages run in order; each prints a header. A stage whose test files are not in the tree
+# (or which reports exit status 77, "skipped") is listed as skipped and counted neither way.
+# The last line is always "N passed, M failed" (stages); the exit status is non-zero when
+# any stage failed.
+#
+# Environment:
+#   BUILD_DIR          build directory (default: build)
+#   FUZZ_SECONDS       length of the fuzz smoke run (default: 60)
+#   UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_TIMEOUT, KMOD_TIMEOUT, BUILD_TIMEOUT
+#                      per-stage wall-clock limits in seconds (defaults keep the whole run
+#                      under 20 minutes on 2 cores)
+#   PYTEST_ARGS        extra arguments for pytest (e.g. "-k gdb -x")
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+quick=0
+deps=1
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --no-deps|--skip-deps) deps=0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test: unknown option: $arg" >&2; exit 2 ;;
+  esac
+done
+
+build_dir=${BUILD_DIR:-build}
+case "$build_dir" in /*) ;; *) build_dir=$root/$build_dir ;; esac
+fuzz_seconds=${FUZZ_SECONDS:-60}
+
+passed=()
+failed=()
+skipped=()
+stage_no=0
+start_all=$SECONDS
+
+header() {
+  stage_no=$((stage_no + 1))
+  echo
+  echo "================================================================"
+  echo "== stage $stage_no: $1"
+  echo "================================================================"
+}
+
+# run_stage NAME TIMEOUT COMMAND...   (TIMEOUT 0 = none)
+run_stage() {
+  local name=$1 limit=$2; shift 2
+  header "$name"
+  echo "+ $*"
+  local t0=$SECONDS rc
+  if [[ $limit -gt 0 ]]; then
+    timeout --kill-after=10 "$limit" "$@"; rc=$?
+  else
+    "$@"; rc=$?
+  fi
+  local dt=$((SECONDS - t0))
+  if [[ $rc -eq 0 ]]; then
+    echo "-- $name: PASSED (${dt}s)"; passed+=("$name")
+  elif [[ $rc -eq 77 ]]; then
+    echo "-- $name: SKIPPED by the test itself (${dt}s)"; skipped+=("$name (reported skip)")
+  elif [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "-- $name: FAILED: timed out after ${limit}s"; failed+=("$name (timeout)")
+  else
+    echo "-- $name: FAILED (exit $rc, ${dt}s)"; failed+=("$name")
+  fi
+  return $rc
+}
+
+skip_stage() {
+  header "$1"
+  echo "-- $1: SKIPPED: $2"
+  skipped+=("$1 ($2)")
+}
+
+# 1. dependencies
+if [[ $deps == 1 ]]; then
+  deps_args=()
+  [[ $quick == 1 ]] && deps_args=(--no-kmod)
+  run_stage "setup-deps" 0 bash scripts/setup-deps.sh "${deps_args[@]}"
+else
+  skip_stage "setup-deps" "--no-deps"
+fi
+
+# 2. build
+build_ok=0
+if BUILD_DIR=$build_dir run_stage "build" "${BUILD_TIMEOUT:-900}" bash scripts/build.sh; then
+  build_ok=1
+fi
+
+if [[ $build_ok == 1 ]]; then
+  # 3. unit tests
+  run_stage "unit tests (ctest)" "${UNIT_TIMEOUT:-300}" \
+    bash -c 'cd "$1" && ctest --output-on-failure' _ "$build_dir"
+
+  # 4. integration suite (real gdb / lldb-16 against the real server)
+  if compgen -G "tests/integration/test_*.py" >/dev/null; then
+    # shellcheck disable=SC2086
+    BRANCHSTUB_BUILD=$build_dir run_stage "integration (pytest)" "${INTEGRATION_TIMEOUT:-600}" \
+      /usr/bin/python3 -m pytest -q tests/integration ${PYTEST_ARGS:-}
+  else
+    skip_stage "integration (pytest)" "no tests/integration/test_*.py yet"
+  fi
+
+  # 5. fuzz smoke run
+  if [[ $quick == 1 ]]; then
+    skip_stage "fuzz smoke" "--quick"
+  elif [[ -f tests/fuzz/run.sh ]]; then
+    run_stage "fuzz smoke (${fuzz_seconds}s)" "${FUZZ_TIMEOUT:-$((fuzz_seconds + 300))}" \
+      bash tests/fuzz/run.sh "$fuzz_seconds"
+  else
+    skip_stage "fuzz smoke" "tests/fuzz/run.sh not in the tree yet"
+  fi
+else
+  skip_stage "unit tests (ctest)" "build failed"
+  skip_stage "integration (pytest)" "build failed"
+  skip_stage "fuzz smoke" "build failed"
+fi
+
+# 6. kernel-module self-test in QEMU (does not need the C++ build)
+if [[ $quick == 1 ]]; then
+  skip_stage "kmod QEMU self-test" "--quick"
+elif [[ -f kmod-helper/tests/qemu-selftest.sh ]]; then
+  run_stage "kmod QEMU self-test" "${KMOD_TIMEOUT:-300}" bash kmod-helper/tests/qemu-selftest.sh
+else
+  skip_stage "kmod QEMU self-test" "kmod-helper/tests/qemu-selftest.sh not in the tree yet"
+fi
+
+echo
+echo "================================================================"
+echo "== summary ($((SECONDS - start_all))s)"
+echo "================================================================"
+for s in "${passed[@]}";  do echo "  passed:  $s"; done
+for s in "${failed[@]}";  do echo "  FAILED:  $s"; done
+for s in "${skipped[@]}"; do echo "  skipped: $s"; done
+echo "${#passed[@]} passed, ${#failed[@]} failed"
+[[ ${#failed[@]} -eq 0 ]]
