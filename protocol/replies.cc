@@ -1,0 +1,141 @@
+#include "protocol/replies.h"
+
+#include <fmt/format.h>
+
+#include "protocol/hex.h"
+#include "protocol/thread_id.h"
+
+namespace protocol {
+namespace {
+
+// The value field a stop reply gives for its reason (empty: no reason field). The signal is
+// always there; this is only the named key that follows it.
+void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
+  switch (stop.reason) {
+    case StopReason::Breakpoint:
+      if (d.swbreak) out += "swbreak:;";
+      break;
+    case StopReason::HwBreakpoint:
+      if (d.hwbreak) out += "hwbreak:;";
+      break;
+    case StopReason::Watch:
+      out += "watch:" + hex_u64(stop.watch_addr) + ";";
+      break;
+    case StopReason::ReadWatch:
+      out += "rwatch:" + hex_u64(stop.watch_addr) + ";";
+      break;
+    case StopReason::AccessWatch:
+      out += "awatch:" + hex_u64(stop.watch_addr) + ";";
+      break;
+    case StopReason::Fork:
+      out += "fork:" + format_thread_id(stop.child_pid, stop.child_tid, d.multiprocess) + ";";
+      break;
+    case StopReason::VFork:
+      out += "vfork:" + format_thread_id(stop.child_pid, stop.child_tid, d.multiprocess) + ";";
+      break;
+    case StopReason::VForkDone:
+      out += "vforkdone:;";
+      break;
+    case StopReason::Exec:
+      out += "exec:" + to_hex(std::string_view(stop.exec_path)) + ";";
+      break;
+    case StopReason::SyscallEntry:
+      out += "syscall_entry:" + hex_u64(static_cast<uint32_t>(stop.syscall_no)) + ";";
+      break;
+    case StopReason::SyscallReturn:
+      out += "syscall_return:" + hex_u64(static_cast<uint32_t>(stop.syscall_no)) + ";";
+      break;
+    case StopReason::Signal:
+    case StopReason::SingleStep:
+      break;
+  }
+}
+
+const char* lldb_reason(StopReason r) {
+  switch (r) {
+    case StopReason::Breakpoint:
+    case StopReason::HwBreakpoint:
+      return "breakpoint";
+    case StopReason::Watch:
+    case StopReason::ReadWatch:
+    case StopReason::AccessWatch:
+      return "watchpoint";
+    case StopReason::SingleStep:
+      return "trace";
+    default:
+      return "signal";
+  }
+}
+
+// A thread name goes out as plain text unless it could confuse the "key:value;" syntax;
+// then LLDB's "hexname:" key is used instead.
+void append_name(std::string& out, const std::string& name) {
+  bool plain = true;
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == ';' || c == ':' || c == '$' || c == '#' || c == '}' || c == '*' || u < 0x20 || u >= 0x7f)
+      plain = false;
+  }
+  if (plain)
+    out += "name:" + name + ";";
+  else
+    out += "hexname:" + to_hex(std::string_view(name)) + ";";
+}
+
+uint8_t sig_byte(int sig) { return static_cast<uint8_t>(sig & 0xff); }
+
+}  // namespace
+
+std::string format_stop_reply(const StopReply& stop, const Dialect& d) {
+  std::string out = fmt::format("T{:02x}", sig_byte(stop.gdb_signal));
+  append_reason(out, stop, d);
+  for (const auto& [regno, bytes] : stop.registers)
+    out += fmt::format("{:02x}:", static_cast<unsigned>(regno)) + to_hex(bytes) + ";";
+  out += "thread:" + format_thread_id(stop.pid, stop.tid, d.multiprocess) + ";";
+  if (stop.core && *stop.core >= 0) out += "core:" + hex_u64(static_cast<uint64_t>(*stop.core)) + ";";
+  if (d.lldb) {
+    if (!stop.thread_name.empty()) append_name(out, stop.thread_name);
+    if (d.list_threads_in_stop && !stop.all_tids.empty()) {
+      out += "threads:";
+      for (size_t i = 0; i < stop.all_tids.size(); ++i)
+        out += (i ? "," : "") + hex_u64(static_cast<uint32_t>(stop.all_tids[i]));
+      out += ";";
+      if (!stop.all_pcs.empty()) {
+        out += "thread-pcs:";
+        for (size_t i = 0; i < stop.all_pcs.size(); ++i) out += (i ? "," : "") + hex_u64(stop.all_pcs[i]);
+        out += ";";
+      }
+    }
+    out += std::string("reason:") + lldb_reason(stop.reason) + ";";
+  }
+  for (const auto& [key, value] : stop.extra) out += key + ":" + value + ";";
+  return out;
+}
+
+std::string format_exit_reply(const ExitReply& exit, const Dialect& d) {
+  std::string out = exit.signalled ? fmt::format("X{:02x}", sig_byte(exit.gdb_signal))
+                                   : fmt::format("W{:02x}", static_cast<uint8_t>(exit.status & 0xff));
+  if (d.multiprocess) out += ";process:" + hex_u64(static_cast<uint32_t>(exit.pid));
+  return out;
+}
+
+std::string error(int code) { return fmt::format("E{:02x}", static_cast<uint8_t>(code & 0xff)); }
+
+std::string error_text(std::string_view text) { return "E." + std::string(text); }
+
+std::string error_for(const Dialect& d, int code, std::string_view text) {
+  if (d.error_strings) return error(code) + ";" + to_hex(text);
+  return error(code);
+}
+
+std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length) {
+  if (offset > document.size()) return error(1);
+  uint64_t available = document.size() - offset;
+  uint64_t n = length < available ? length : available;
+  char kind = n < available ? 'm' : 'l';
+  return kind + escape_binary(document.substr(offset, n));
+}
+
+std::string console_output(std::string_view text) { return "O" + to_hex(text); }
+
+}  // namespace protocol

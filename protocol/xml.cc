@@ -1,0 +1,48 @@
+#include "protocol/xml.h"
+
+#include "protocol/hex.h"
+#include "protocol/thread_id.h"
+
+namespace protocol {
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string threads_xml(const std::vector<ThreadEntry>& threads, bool multiprocess) {
+  std::string out = "<threads>\n";
+  for (const ThreadEntry& t : threads) {
+    out += "<thread id=\"" + format_thread_id(t.pid, t.tid, multiprocess) + "\"";
+    if (t.core >= 0) out += " core=\"" + hex_u64(static_cast<uint64_t>(t.core)) + "\"";
+    if (!t.name.empty()) out += " name=\"" + xml_escape(t.name) + "\"";
+    out += "/>\n";
+  }
+  out += "</threads>\n";
+  return out;
+}
+
+std::string libraries_svr4_xml(const std::vector<LibraryEntry>& libraries, std::optional<uint64_t> main_lm) {
+  std::string out = "<library-list-svr4 version=\"1.0\"";
+  if (main_lm) out += " main-lm=\"0x" + hex_u64(*main_lm) + "\"";
+  out += ">";
+  for (const LibraryEntry& l : libraries) {
+    out += "<library name=\"" + xml_escape(l.name) + "\" lm=\"0x" + hex_u64(l.lm) + "\" l_addr=\"0x" +
+           hex_u64(l.l_addr) + "\" l_ld=\"0x" + hex_u64(l.l_ld) + "\"/>";
+  }
+  out += "</library-list-svr4>";
+  return out;
+}
+
+}  // namespace protocol
