@@ -1,0 +1,20 @@
+// Turns taken branches into GDB's BTS blocks (gdb-wire.md §6.4). Shared by every branch source
+// (the in-memory BranchRing and the perf BTS ring) so they cannot disagree.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/btrace/branch_ring.h"
+
+namespace backend {
+
+// `newest_first[0]` is the most recent branch. The newest block ends at current_pc; each branch
+// closes a block that begins at its `to`, and the next older block ends at its `from`. The
+// unfinished oldest block {0, from of the oldest branch} (or {0, current_pc} with no branches)
+// is appended only when keep_partial (delta reads).
+std::vector<TraceBlock> build_blocks(std::span<const Branch> newest_first, uint64_t current_pc,
+                                     bool keep_partial);
+
+}  // namespace backend

@@ -1,0 +1,61 @@
+// BranchRing: the software/LBR sources' history, read the way gdbserver reads a BTS buffer.
+#include "backend/btrace/branch_ring.h"
+
+#include <algorithm>
+
+#include "backend/btrace/blocks.h"
+
+namespace backend {
+
+BranchRing::BranchRing(uint64_t size_bytes) : size_bytes_(size_bytes) {}
+
+size_t BranchRing::capacity() const {
+  return static_cast<size_t>(std::max<uint64_t>(1, size_bytes_ / kBytesPerBranch));
+}
+
+uint64_t BranchRing::size_bytes() const { return size_bytes_; }
+uint64_t BranchRing::total() const { return head_; }
+
+void BranchRing::push(uint64_t from, uint64_t to) {
+  // The vector grows only as branches arrive: a huge configured size costs memory only once
+  // that much history exists.
+  size_t cap = capacity();
+  if (ring_.size() < cap) ring_.push_back(Branch{from, to});
+  else ring_[head_ % cap] = Branch{from, to};
+  ++head_;
+}
+
+// The newest n branches (n <= what is stored), newest first.
+static std::vector<Branch> newest_first(const std::vector<Branch>& ring, uint64_t head, size_t cap,
+                                        size_t n) {
+  std::vector<Branch> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(ring[(head - 1 - i) % cap]);
+  return out;
+}
+
+Result<std::vector<TraceBlock>> BranchRing::read(TraceRead kind, uint64_t current_pc) {
+  size_t cap = capacity();
+  size_t stored = static_cast<size_t>(std::min<uint64_t>(head_, cap));
+  if (kind == TraceRead::Delta) {
+    uint64_t fresh = head_ - last_read_;
+    if (fresh > cap) return Error{EOVERFLOW, "Overflow."};
+    auto branches = newest_first(ring_, head_, cap, static_cast<size_t>(fresh));
+    last_read_ = head_;
+    return build_blocks(branches, current_pc, true);
+  }
+  if (kind == TraceRead::New && head_ == last_read_) return std::vector<TraceBlock>{};
+  auto branches = newest_first(ring_, head_, cap, stored);
+  last_read_ = head_;
+  return build_blocks(branches, current_pc, false);
+}
+
+std::vector<Branch> BranchRing::newest(size_t n) const {
+  size_t cap = capacity();
+  n = std::min<size_t>(n, static_cast<size_t>(std::min<uint64_t>(head_, cap)));
+  auto out = newest_first(ring_, head_, cap, n);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace backend

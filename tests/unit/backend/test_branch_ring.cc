@@ -1,0 +1,107 @@
+// BranchRing: capacity, all/new/delta semantics (gdb-wire.md §6.3/§6.4), overflow, wrap-around.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "backend/btrace/blocks.h"
+#include "backend/btrace/branch_ring.h"
+
+using namespace backend;
+
+namespace {
+using Blocks = std::vector<std::pair<uint64_t, uint64_t>>;
+Blocks flat(const std::vector<TraceBlock>& v) {
+  Blocks out;
+  for (auto& b : v) out.push_back({b.begin, b.end});
+  return out;
+}
+}  // namespace
+
+TEST_CASE("blocks: built newest first, partial block only when asked", "[btrace]") {
+  std::vector<Branch> br = {{0x130, 0x200}, {0x110, 0x120}};  // newest first
+  CHECK(flat(build_blocks(br, 0x210, true)) == Blocks{{0x200, 0x210}, {0x120, 0x130}, {0, 0x110}});
+  CHECK(flat(build_blocks(br, 0x210, false)) == Blocks{{0x200, 0x210}, {0x120, 0x130}});
+  CHECK(flat(build_blocks({}, 0x210, true)) == Blocks{{0, 0x210}});
+  CHECK(build_blocks({}, 0x210, false).empty());
+}
+
+TEST_CASE("branch ring: capacity and size", "[btrace]") {
+  CHECK(BranchRing(0).capacity() == 1);
+  CHECK(BranchRing(23).capacity() == 1);
+  CHECK(BranchRing(48).capacity() == 2);
+  CHECK(BranchRing(0x10000).capacity() == 0x10000 / 24);
+  CHECK(BranchRing(0x10000).size_bytes() == 0x10000);
+  // A huge request is accepted without allocating it up front (the test would run out of
+  // memory otherwise on small machines).
+  BranchRing huge(uint64_t{1} << 40);
+  huge.push(1, 2);
+  CHECK(huge.total() == 1);
+  CHECK(huge.capacity() == (uint64_t{1} << 40) / 24);
+}
+
+TEST_CASE("branch ring: delta, new and all", "[btrace]") {
+  BranchRing ring(24 * 100);
+  // Nothing happened yet.
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x100)) == Blocks{{0, 0x100}});
+  CHECK(ring.read(TraceRead::New, 0x100)->empty());
+  CHECK(ring.read(TraceRead::All, 0x100)->empty());
+
+  ring.push(0x105, 0x200);  // jmp at 0x105 -> 0x200
+  ring.push(0x20a, 0x300);
+  CHECK(ring.total() == 2);
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x304)) == Blocks{{0x300, 0x304}, {0x200, 0x20a}, {0, 0x105}});
+  // Second delta with nothing new: just {0, pc}.
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x304)) == Blocks{{0, 0x304}});
+  CHECK(ring.read(TraceRead::New, 0x304)->empty());
+  // All still returns everything, without the partial block.
+  CHECK(flat(*ring.read(TraceRead::All, 0x304)) == Blocks{{0x300, 0x304}, {0x200, 0x20a}});
+
+  ring.push(0x310, 0x400);
+  CHECK(flat(*ring.read(TraceRead::New, 0x408)) == Blocks{{0x400, 0x408}, {0x300, 0x310}, {0x200, 0x20a}});
+  CHECK(ring.read(TraceRead::New, 0x408)->empty());  // New updated last-read
+  ring.push(0x410, 0x500);
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x501)) == Blocks{{0x500, 0x501}, {0, 0x410}});
+
+  auto h = ring.newest(2);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].from == 0x310);  // oldest first
+  CHECK(h[1].from == 0x410);
+  CHECK(ring.newest(100).size() == 4);
+}
+
+TEST_CASE("branch ring: wrap-around keeps the newest capacity branches", "[btrace]") {
+  BranchRing ring(24 * 3);
+  for (uint64_t i = 1; i <= 7; ++i) ring.push(i * 0x100 + 0x10, (i + 1) * 0x100);
+  // Branches 5, 6, 7 remain: (0x510->0x600), (0x610->0x700), (0x710->0x800).
+  CHECK(flat(*ring.read(TraceRead::All, 0x808)) == Blocks{{0x800, 0x808}, {0x700, 0x710}, {0x600, 0x610}});
+  auto h = ring.newest(10);
+  REQUIRE(h.size() == 3);
+  CHECK(h[0].from == 0x510);
+  CHECK(h[2].to == 0x800);
+  // Exactly capacity new branches since the last read: still a delta.
+  for (uint64_t i = 8; i <= 10; ++i) ring.push(i * 0x100 + 0x10, (i + 1) * 0x100);
+  CHECK(flat(*ring.read(TraceRead::Delta, 0xb00)) ==
+        Blocks{{0xb00, 0xb00}, {0xa00, 0xa10}, {0x900, 0x910}, {0, 0x810}});
+}
+
+TEST_CASE("branch ring: delta overflow", "[btrace]") {
+  BranchRing ring(24 * 2);
+  ring.push(0x10, 0x20);
+  ring.push(0x30, 0x40);
+  ring.push(0x50, 0x60);
+  auto d = ring.read(TraceRead::Delta, 0x61);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == EOVERFLOW);
+  CHECK(d.error().message == "Overflow.");
+  // GDB then asks for `new`: the whole ring, and the read position moves.
+  CHECK(flat(*ring.read(TraceRead::New, 0x61)) == Blocks{{0x60, 0x61}, {0x40, 0x50}});
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x61)) == Blocks{{0, 0x61}});
+  // Capacity one: a single new branch is fine, two overflow.
+  BranchRing one(1);
+  one.push(1, 2);
+  CHECK(one.read(TraceRead::Delta, 3).ok());
+  one.push(3, 4);
+  one.push(5, 6);
+  CHECK(one.read(TraceRead::Delta, 7).error().code == EOVERFLOW);
+  CHECK(flat(*one.read(TraceRead::All, 7)) == Blocks{{6, 7}});
+}
