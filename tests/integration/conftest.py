@@ -1,0 +1,49 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "branchstub_only: needs a branchstub feature (btrace, stepbranch, LLDB "
+        "breakpoints, bind security, monitor btrace); skipped when the server is gdbserver")
+
+
+def pytest_report_header(config):
+    return "server under test: %s (%s); build: %s" % (
+        harness.SERVER, "gdbserver" if harness.IS_GDBSERVER else "branchstub", harness.BUILD)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not harness.IS_GDBSERVER:
+        return
+    skip = pytest.mark.skip(reason="branchstub only (server under test is gdbserver)")
+    for item in items:
+        if "branchstub_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _server_binary():
+    assert os.access(harness.SERVER, os.X_OK), (
+        "server under test %s is not built (set BRANCHSTUB_SERVER / BRANCHSTUB_BUILD)"
+        % harness.SERVER)
+
+
+@pytest.fixture
+def procs():
+    """Starts servers / helper processes for a test, kills them afterwards, and fails the test
+    if any process of an inferior is left (stray or zombie)."""
+    sp = harness.SessionProcs()
+    yield sp
+    left = sp.cleanup()
+    assert not left, "leftover inferior processes after the test: %r" % (left,)
+
+
+@pytest.fixture
+def heartbeat(tmp_path):
+    return str(tmp_path / "heartbeat")
