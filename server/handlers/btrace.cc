@@ -1,0 +1,96 @@
+// GDB's branch-trace packets: Qbtrace:*, Qbtrace-conf:*, qXfer:btrace(-conf):read documents.
+// All of them act on the general (Hg) thread.
+#include <cerrno>
+
+#include "protocol/btrace_xml.h"
+#include "protocol/hex.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+std::optional<uint64_t> parse_size(const std::string& text) {
+  std::string_view digits = text;
+  if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+  return parse_hex_u64(digits);
+}
+
+}  // namespace
+
+Reply handle(Session& s, const BtraceEnable& b) {
+  auto* p = s.process();
+  pid_t tid = s.general_thread();
+  if (!p || tid <= 0) return error_text("No such thread.");
+  auto& tracer = p->tracer();
+  if (b.format == "off") {
+    if (!tracer.enabled(tid)) return error_text("Branch tracing not enabled.");
+    if (auto r = tracer.disable(tid); !r) return error_text("Could not disable branch tracing.");
+    return ok();
+  }
+  if (b.format == "pt") {
+    // PT never works where no probe saw it work; GDB's plain `record btrace` then tries BTS.
+    const auto& report = s.server().probe();
+    if (!report.pt_works)
+      return error_text("Intel PT is not available on this machine (see 'branchstub --probe'). "
+                        "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
+    return error_text("Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
+  }
+  if (b.format != "bts") return error_text("Bad Qbtrace operation.  Use bts, pt, or off.");
+  if (tracer.enabled(tid)) return error_text("Btrace already enabled.");
+  if (auto r = tracer.enable(tid); !r) return error_text(r.error().message);
+  return ok();
+}
+
+Reply handle(Session& s, const BtraceConf& c) {
+  if (c.key != "size" || (c.format != "bts" && c.format != "pt")) return error_text("Bad Qbtrace configuration option.");
+  auto size = parse_size(c.value);
+  if (!size) return error_text("Bad size value.");
+  if (c.format == "bts")
+    if (auto* p = s.process()) p->tracer().set_buffer_size(*size);
+  return ok();
+}
+
+std::optional<std::string> btrace_document(Session& s, const std::string& annex, std::string& error_out) {
+  auto* p = s.process();
+  pid_t tid = s.general_thread();
+  if (!p || tid <= 0) {
+    error_out = error_text("No such thread.");
+    return std::nullopt;
+  }
+  auto& tracer = p->tracer();
+  if (!tracer.enabled(tid)) {
+    error_out = error_text("Btrace not enabled.");
+    return std::nullopt;
+  }
+  backend::TraceRead kind;
+  if (annex == "all") kind = backend::TraceRead::All;
+  else if (annex == "new") kind = backend::TraceRead::New;
+  else if (annex == "delta") kind = backend::TraceRead::Delta;
+  else {
+    error_out = error_text("Bad annex.");
+    return std::nullopt;
+  }
+  auto blocks = tracer.read(tid, kind);
+  if (!blocks) {
+    error_out = error_text(blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
+    return std::nullopt;
+  }
+  std::vector<BtraceBlockSpec> specs;
+  specs.reserve(blocks->size());
+  for (const auto& b : *blocks) specs.push_back(BtraceBlockSpec{b.begin, b.end});
+  return btrace_xml(specs);
+}
+
+std::optional<std::string> btrace_conf_document(Session& s, std::string& error_out) {
+  auto* p = s.process();
+  pid_t tid = s.general_thread();
+  if (!p || tid <= 0 || !p->tracer().enabled(tid)) {
+    error_out = error_text("Btrace not enabled.");
+    return std::nullopt;
+  }
+  return btrace_conf_xml(p->tracer().buffer_size(tid), std::nullopt);
+}
+
+}  // namespace server

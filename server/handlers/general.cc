@@ -1,0 +1,172 @@
+// Connection set-up, thread selection and listing, settings for the next `run`.
+#include <set>
+
+#include "protocol/qsupported.h"
+#include "protocol/signals.h"
+#include "protocol/thread_id.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+std::set<int> host_signals(const std::vector<int>& gdb_signals) {
+  std::set<int> out;
+  for (int s : gdb_signals)
+    if (int host = gdb_to_host_signal(s); host > 0) out.insert(host);
+  return out;
+}
+
+}  // namespace
+
+std::string error_reply(Session& s, const backend::Error& e, int code) {
+  return error_for(s.dialect(), code, e.message);
+}
+
+Reply handle(Session& s, const QuerySupported& q) {
+  // The one place the client dialect is decided: GDB always offers swbreak+, LLDB never does.
+  s.dialect() = negotiate(q);
+  if (!s.dialect().swbreak) s.note_lldb();
+  ServerFeatures features;
+  return format_qsupported(features, s.dialect());
+}
+
+Reply handle(Session&, const MustReplyEmpty&) { return empty(); }
+
+Reply handle(Session& s, const StartNoAckMode&) {
+  s.set_no_ack();
+  return ok();
+}
+
+Reply handle(Session& s, const EnableExtendedMode&) {
+  s.set_extended(true);
+  return ok();
+}
+
+Reply handle(Session& s, const QueryHaltReason&) {
+  auto* p = s.process();
+  const auto& last = s.server().last_event();
+  if (!p) {
+    if (last) return s.stop_reply_for(*last);  // the exit the client has not seen
+    return std::string("W00");
+  }
+  backend::StopEvent event = last ? *last : p->last_stop();
+  if (!p->has_thread(event.tid)) event = p->last_stop();
+  s.set_general_thread(event.tid);
+  return s.stop_reply_for(event);
+}
+
+Reply handle(Session& s, const SetThread& h) {
+  auto* p = s.process();
+  if (!p) return error(1);
+  pid_t tid = h.thread.tid;
+  if (tid > 0 && !p->has_thread(tid)) return error(1);
+  if (h.op == 'g') s.set_general_thread(tid);
+  else s.set_continue_thread(tid);
+  return ok();
+}
+
+Reply handle(Session& s, const QueryCurrentThread&) {
+  auto* p = s.process();
+  if (!p) return error(1);
+  return "QC" + format_thread_id(p->pid(), s.general_thread(), s.dialect().multiprocess);
+}
+
+Reply handle(Session& s, const ThreadAlive& t) {
+  auto* p = s.process();
+  return p && t.thread.tid > 0 && p->has_thread(t.thread.tid) ? ok() : error(1);
+}
+
+Reply handle(Session& s, const ThreadInfoFirst&) {
+  auto* p = s.process();
+  if (!p) return std::string("l");
+  std::string reply = "m";
+  bool first = true;
+  for (pid_t tid : p->threads()) {
+    if (!first) reply += ",";
+    reply += format_thread_id(p->pid(), tid, s.dialect().multiprocess);
+    first = false;
+  }
+  return reply;
+}
+
+Reply handle(Session&, const ThreadInfoNext&) { return std::string("l"); }
+
+Reply handle(Session& s, const QueryAttached&) {
+  auto* p = s.process();
+  if (!p) return error(1);
+  return std::string(p->was_attached() ? "1" : "0");
+}
+
+Reply handle(Session&, const QueryOffsets&) { return empty(); }
+Reply handle(Session&, const QuerySymbol&) { return ok(); }
+Reply handle(Session&, const QueryTStatus&) { return empty(); }
+Reply handle(Session&, const SetNonStop& n) { return n.on ? error(1) : ok(); }
+
+Reply handle(Session& s, const SetPassSignals& q) {
+  if (auto* p = s.process()) p->set_pass_signals(host_signals(q.gdb_signals));
+  return ok();
+}
+
+Reply handle(Session& s, const SetProgramSignals& q) {
+  if (auto* p = s.process()) p->set_program_signals(host_signals(q.gdb_signals));
+  return ok();
+}
+
+Reply handle(Session& s, const SetDisableRandomization& q) {
+  s.server().launch_settings().disable_randomization = q.on;
+  return ok();
+}
+
+Reply handle(Session& s, const SetStartupWithShell& q) {
+  s.server().launch_settings().startup_with_shell = q.on;
+  return ok();
+}
+
+Reply handle(Session& s, const SetEnvironment& q) {
+  auto eq = q.var_eq_value.find('=');
+  if (eq == std::string::npos) return error(1);
+  auto& launch = s.server().launch_settings();
+  launch.env_set[q.var_eq_value.substr(0, eq)] = q.var_eq_value.substr(eq + 1);
+  launch.env_unset.erase(q.var_eq_value.substr(0, eq));
+  return ok();
+}
+
+Reply handle(Session& s, const UnsetEnvironment& q) {
+  auto& launch = s.server().launch_settings();
+  launch.env_set.erase(q.var);
+  launch.env_unset.insert(q.var);
+  return ok();
+}
+
+Reply handle(Session& s, const ResetEnvironment&) {
+  auto& launch = s.server().launch_settings();
+  launch.env_set.clear();
+  launch.env_unset.clear();
+  launch.env_reset = false;  // GDB means "back to the server's own environment"
+  return ok();
+}
+
+Reply handle(Session& s, const SetWorkingDir& q) {
+  auto& launch = s.server().launch_settings();
+  if (q.dir.empty()) launch.working_dir.reset();
+  else launch.working_dir = q.dir;
+  return ok();
+}
+
+Reply handle(Session& s, const SetCatchSyscalls& q) {
+  if (auto* p = s.process()) p->set_catch_syscalls(q.on, std::set<int>(q.syscalls.begin(), q.syscalls.end()));
+  return ok();
+}
+
+Reply handle(Session&, const SetThreadEvents&) { return ok(); }
+
+Reply handle(Session& s, const Malformed& m) {
+  s.server().log().event("malformed packet: {}", m.what);
+  return error_for(s.dialect(), 1, m.what);
+}
+
+Reply handle(Session&, const Unknown&) { return empty(); }
+
+}  // namespace server

@@ -1,0 +1,106 @@
+// One handler per request type; Session::dispatch picks the overload with std::visit.
+// Grouped by feature: general.cc, registers_memory.cc, execution.cc, breakpoints.cc, xfer.cc,
+// hostio_handlers.cc, btrace.cc, lldb.cc, monitor.cc.
+#pragma once
+
+#include "backend/process.h"
+#include "protocol/packets.h"
+#include "server/session.h"
+
+namespace server {
+
+using namespace protocol;  // request types; handlers read like the packet table
+
+// general.cc
+Reply handle(Session&, const QuerySupported&);
+Reply handle(Session&, const MustReplyEmpty&);
+Reply handle(Session&, const StartNoAckMode&);
+Reply handle(Session&, const EnableExtendedMode&);
+Reply handle(Session&, const QueryHaltReason&);
+Reply handle(Session&, const SetThread&);
+Reply handle(Session&, const QueryCurrentThread&);
+Reply handle(Session&, const ThreadAlive&);
+Reply handle(Session&, const ThreadInfoFirst&);
+Reply handle(Session&, const ThreadInfoNext&);
+Reply handle(Session&, const QueryAttached&);
+Reply handle(Session&, const QueryOffsets&);
+Reply handle(Session&, const QuerySymbol&);
+Reply handle(Session&, const QueryTStatus&);
+Reply handle(Session&, const SetNonStop&);
+Reply handle(Session&, const SetPassSignals&);
+Reply handle(Session&, const SetProgramSignals&);
+Reply handle(Session&, const SetDisableRandomization&);
+Reply handle(Session&, const SetStartupWithShell&);
+Reply handle(Session&, const SetEnvironment&);
+Reply handle(Session&, const UnsetEnvironment&);
+Reply handle(Session&, const ResetEnvironment&);
+Reply handle(Session&, const SetWorkingDir&);
+Reply handle(Session&, const SetCatchSyscalls&);
+Reply handle(Session&, const SetThreadEvents&);
+Reply handle(Session&, const Malformed&);
+Reply handle(Session&, const Unknown&);
+
+// registers_memory.cc
+Reply handle(Session&, const ReadRegisters&);
+Reply handle(Session&, const WriteRegisters&);
+Reply handle(Session&, const ReadRegister&);
+Reply handle(Session&, const WriteRegister&);
+Reply handle(Session&, const ReadMemory&);
+Reply handle(Session&, const WriteMemory&);
+
+// execution.cc
+Reply handle(Session&, const VContQuery&);
+Reply handle(Session&, const VCont&);
+Reply handle(Session&, const LegacyResume&);
+Reply handle(Session&, const VCtrlC&);
+Reply handle(Session&, const StepBranch&);
+Reply handle(Session&, const Kill&);
+Reply handle(Session&, const Detach&);
+Reply handle(Session&, const VRun&);
+Reply handle(Session&, const VAttach&);
+
+// breakpoints.cc
+Reply handle(Session&, const InsertBreakpoint&);
+Reply handle(Session&, const RemoveBreakpoint&);
+
+// xfer.cc
+Reply handle(Session&, const XferRead&);
+
+// hostio_handlers.cc
+Reply handle(Session&, const FileSetFs&);
+Reply handle(Session&, const FileOpen&);
+Reply handle(Session&, const FileClose&);
+Reply handle(Session&, const FilePread&);
+Reply handle(Session&, const FilePwrite&);
+Reply handle(Session&, const FileFstat&);
+Reply handle(Session&, const FileUnlink&);
+Reply handle(Session&, const FileReadlink&);
+
+// btrace.cc
+Reply handle(Session&, const BtraceEnable&);
+Reply handle(Session&, const BtraceConf&);
+// qXfer:btrace:read / qXfer:btrace-conf:read documents (nullopt + error reply in `error`).
+std::optional<std::string> btrace_document(Session&, const std::string& annex, std::string& error);
+std::optional<std::string> btrace_conf_document(Session&, std::string& error);
+
+// lldb.cc
+Reply handle(Session&, const HostInfo&);
+Reply handle(Session&, const ProcessInfo&);
+Reply handle(Session&, const MemoryRegionInfo&);
+Reply handle(Session&, const ThreadSuffixSupported&);
+Reply handle(Session&, const ListThreadsInStopReply&);
+Reply handle(Session&, const ThreadsInfo&);
+Reply handle(Session&, const EnableErrorStrings&);
+Reply handle(Session&, const WatchpointSupportInfo&);
+Reply handle(Session&, const ThreadStopInfo&);
+Reply handle(Session&, const RegisterInfo&);
+
+// monitor.cc
+Reply handle(Session&, const Monitor&);
+// Text printed by `monitor stepbranch` once the step finished.
+std::string monitor_stepbranch_text(Session&, const backend::StopEvent&);
+
+// Shared by handlers: the error reply for a backend failure in this client's dialect.
+std::string error_reply(Session&, const backend::Error&, int code = 1);
+
+}  // namespace server

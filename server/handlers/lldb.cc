@@ -1,0 +1,125 @@
+// Packets only LLDB sends. Each one also tells us the client is LLDB (see Session::note_lldb).
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "protocol/hex.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+constexpr const char* kTriple = "x86_64-pc-linux-gnu";
+
+// "Key:\tvalue..." fields of /proc/PID/status (PPid, Uid, Gid): first number of the field.
+long status_field(int pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
+  return -1;
+}
+
+std::string region_reply(uint64_t start, uint64_t size, const std::string& permissions, const std::string& name) {
+  std::string out = fmt::format("start:{:x};size:{:x};", start, size);
+  if (!permissions.empty()) out += "permissions:" + permissions + ";";
+  if (!name.empty()) out += "name:" + to_hex(name) + ";";
+  return out;
+}
+
+}  // namespace
+
+Reply handle(Session& s, const HostInfo&) {
+  s.note_lldb();
+  utsname u{};
+  ::uname(&u);
+  return fmt::format("triple:{};ptrsize:8;endian:little;ostype:linux;vendor:pc;os_version:{};hostname:{};"
+                     "watchpoint_exceptions_received:after;",
+                     to_hex(std::string_view(kTriple)), u.release, to_hex(std::string_view(u.nodename)));
+}
+
+Reply handle(Session& s, const ProcessInfo&) {
+  s.note_lldb();
+  auto* p = s.process();
+  if (!p) return error(1);
+  int pid = p->pid();
+  return fmt::format("pid:{:x};parent-pid:{:x};real-uid:{:x};real-gid:{:x};effective-uid:{:x};effective-gid:{:x};"
+                     "triple:{};ostype:linux;endian:little;ptrsize:8;",
+                     pid, status_field(pid, "PPid"), status_field(pid, "Uid"), status_field(pid, "Gid"),
+                     status_field(pid, "Uid"), status_field(pid, "Gid"), to_hex(std::string_view(kTriple)));
+}
+
+Reply handle(Session& s, const MemoryRegionInfo& m) {
+  s.note_lldb();
+  auto* p = s.process();
+  if (!p) return error(1);
+  auto regions = p->memory_map();
+  if (!regions) return error_reply(s, regions.error());
+  uint64_t next_start = 0;
+  for (const auto& r : *regions) {
+    if (m.addr >= r.start && m.addr < r.end) {
+      std::string perms;
+      if (r.read) perms += 'r';
+      if (r.write) perms += 'w';
+      if (r.exec) perms += 'x';
+      return region_reply(r.start, r.end - r.start, perms, r.name);
+    }
+    if (r.start > m.addr && (next_start == 0 || r.start < next_start)) next_start = r.start;
+  }
+  // Unmapped: report the hole up to the next mapping, with no permissions.
+  uint64_t end = next_start ? next_start : ~uint64_t{0};
+  return region_reply(m.addr, end - m.addr, "", "");
+}
+
+Reply handle(Session& s, const ThreadSuffixSupported&) {
+  s.note_lldb();
+  s.dialect().thread_suffix = true;
+  return ok();
+}
+
+Reply handle(Session& s, const ListThreadsInStopReply&) {
+  s.note_lldb();
+  s.dialect().list_threads_in_stop = true;
+  return ok();
+}
+
+Reply handle(Session& s, const ThreadsInfo&) {
+  s.note_lldb();
+  return empty();  // LLDB falls back to qThreadStopInfo and register reads
+}
+
+Reply handle(Session& s, const EnableErrorStrings&) {
+  s.note_lldb();
+  s.dialect().error_strings = true;
+  return ok();
+}
+
+Reply handle(Session& s, const WatchpointSupportInfo&) {
+  s.note_lldb();
+  auto* p = s.process();
+  return fmt::format("num:{};", p ? p->hardware_slots() : 4);
+}
+
+Reply handle(Session& s, const ThreadStopInfo& t) {
+  s.note_lldb();
+  auto* p = s.process();
+  if (!p || !p->has_thread(t.tid)) return error(1);
+  const auto& last = s.server().last_event();
+  if (last && last->tid == t.tid) return s.stop_reply_for(*last);
+  backend::StopEvent quiet;  // a thread that was merely stopped along with the event thread
+  quiet.kind = backend::StopKind::Signal;
+  quiet.pid = p->pid();
+  quiet.tid = t.tid;
+  quiet.signo = 0;
+  return s.stop_reply_for(quiet);
+}
+
+Reply handle(Session& s, const RegisterInfo&) {
+  s.note_lldb();
+  return empty();  // registers come from target.xml
+}
+
+}  // namespace server

@@ -1,0 +1,210 @@
+// `monitor CMD` (qRcmd): gdbserver's commands plus branchstub's (btrace, stepbranch, lbr, probe).
+#include <sstream>
+
+#include "backend/btrace/lbr_source.h"
+#include "backend/symbolizer.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+struct Command {
+  std::string name;
+  std::string help;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> list = {
+      {"help", "Print this message."},
+      {"exit", "Quit branchstub (kills a launched program, detaches an attached one)."},
+      {"set debug <0|1>", "Enable or disable general debugging messages."},
+      {"set remote-debug <0|1>", "Enable or disable remote protocol debugging messages."},
+      {"probe", "Show which branch-trace and branch-step mechanisms work on this machine."},
+      {"btrace start", "Start recording branches of the current thread (for clients without record btrace)."},
+      {"btrace stop", "Stop recording branches of the current thread."},
+      {"btrace status", "Show the branch-trace source and what is being recorded."},
+      {"btrace history [N]", "Print the last N taken branches (default 20) with symbols."},
+      {"btrace calls [N]", "Print the last N entries of the function-call history (default 20)."},
+      {"stepbranch [N]", "Resume the current thread until it has taken N branches (default 1)."},
+      {"lbr", "Print the Last Branch Record taken at the current stop (needs the msr_helper module)."},
+  };
+  return list;
+}
+
+std::vector<std::string> words_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+size_t count_arg(const std::vector<std::string>& w, size_t index, size_t fallback) {
+  if (w.size() <= index) return fallback;
+  char* end = nullptr;
+  unsigned long n = std::strtoul(w[index].c_str(), &end, 0);
+  return (end && *end == '\0' && n > 0) ? std::min<unsigned long>(n, 100000) : fallback;
+}
+
+std::string help_text() {
+  std::string out = "The following monitor commands are supported:\n";
+  for (const auto& c : commands()) out += fmt::format("  {:<24} -- {}\n", c.name, c.help);
+  return out;
+}
+
+std::string branch_line(const backend::Symbolizer& symbols, const backend::Branch& b) {
+  return fmt::format("branch {:#x} <{}> -> {:#x} <{}>\n", b.from, symbols.describe(b.from), b.to, symbols.describe(b.to));
+}
+
+backend::Symbolizer symbols_for(backend::Process& p) {
+  auto regions = p.memory_map();
+  return regions ? backend::Symbolizer::from_memory_map(*regions) : backend::Symbolizer{};
+}
+
+std::string function_of(const backend::Symbolizer& symbols, uint64_t addr) {
+  auto hit = symbols.lookup(addr);
+  return hit ? hit->name : fmt::format("{:#x}", addr);
+}
+
+// A function-call history from taken branches: a new line whenever control enters another
+// function; calls indent, returns dedent (like GDB's `record function-call-history`).
+std::string calls_text(const backend::Symbolizer& symbols, const std::vector<backend::Branch>& branches, size_t limit) {
+  struct Entry { int depth; std::string name; };
+  std::vector<Entry> entries;
+  int depth = 0;
+  for (const auto& b : branches) {
+    std::string from_fn = function_of(symbols, b.from), to_fn = function_of(symbols, b.to);
+    if (from_fn == to_fn) continue;
+    auto hit = symbols.lookup(b.to);
+    bool enters_at_start = hit && hit->offset == 0;
+    if (enters_at_start) ++depth;
+    else if (depth > 0) --depth;
+    entries.push_back(Entry{depth, to_fn});
+  }
+  std::string out;
+  size_t first = entries.size() > limit ? entries.size() - limit : 0;
+  for (size_t i = first; i < entries.size(); ++i)
+    out += fmt::format("{:>6}\t{}{}\n", i + 1, std::string(static_cast<size_t>(std::max(0, entries[i].depth)) * 2, ' '),
+                       entries[i].name);
+  if (out.empty()) out = "No function calls recorded yet.\n";
+  return out;
+}
+
+std::string btrace_command(Session& s, const std::vector<std::string>& w) {
+  auto* p = s.process();
+  if (!p) return "No process.\n";
+  pid_t tid = s.general_thread();
+  auto& tracer = p->tracer();
+  std::string sub = w.size() > 1 ? w[1] : "status";
+  if (sub == "start") {
+    if (tracer.enabled(tid)) return fmt::format("Thread {} is already being recorded.\n", tid);
+    auto r = tracer.enable(tid);
+    return r ? fmt::format("Recording branches of thread {} ({} source).\n", tid, tracer.source_name())
+             : "Failed: " + r.error().message + "\n";
+  }
+  if (sub == "stop") {
+    if (!tracer.enabled(tid)) return fmt::format("Thread {} is not being recorded.\n", tid);
+    (void)tracer.disable(tid);
+    return fmt::format("Stopped recording thread {}.\n", tid);
+  }
+  if (sub == "status") {
+    std::string out = fmt::format("Branch-trace source: {} (chosen: {}).\n", tracer.source_name(), s.server().options().btrace_source);
+    for (pid_t t : p->threads())
+      if (tracer.enabled(t)) out += fmt::format("Thread {}: recording, buffer {} bytes.\n", t, tracer.buffer_size(t));
+    return out;
+  }
+  if (!tracer.enabled(tid)) return fmt::format("Thread {} is not being recorded: use 'monitor btrace start'.\n", tid);
+  auto symbols = symbols_for(*p);
+  if (sub == "history") {
+    auto branches = tracer.history(tid, count_arg(w, 2, 20));
+    if (branches.empty()) return "No branches recorded yet.\n";
+    std::string out;
+    for (const auto& b : branches) out += branch_line(symbols, b);
+    return out;
+  }
+  if (sub == "calls") return calls_text(symbols, tracer.history(tid, 100000), count_arg(w, 2, 20));
+  return "Unknown btrace command: use start, stop, status, history [N] or calls [N].\n";
+}
+
+std::string lbr_command(Session& s) {
+  auto* p = s.process();
+  if (!p) return "No process.\n";
+  auto device = backend::LbrDevice::open();
+  if (!device) return backend::lbr_probe_line() + "\n";
+  pid_t tid = s.general_thread();
+  auto snapshot = device->snapshot(tid);
+  if (!snapshot) return "LBR snapshot failed: " + snapshot.error().message + "\n";
+  auto symbols = symbols_for(*p);
+  std::string out = fmt::format("Last {} branches before this stop (newest last):\n", snapshot->entries.size());
+  for (const auto& e : snapshot->entries)
+    out += branch_line(symbols, backend::Branch{e.from, e.to});
+  return out;
+}
+
+}  // namespace
+
+std::string monitor_stepbranch_text(Session& s, const backend::StopEvent& e) {
+  auto* p = s.process();
+  if (e.kind == backend::StopKind::StepBranch && (e.branch_from || e.branch_to)) {
+    auto symbols = p ? symbols_for(*p) : backend::Symbolizer{};
+    return branch_line(symbols, backend::Branch{e.branch_from, e.branch_to}) +
+           "Note: run 'maint flush register-cache' so GDB sees the new registers.\n";
+  }
+  if (e.kind == backend::StopKind::Exited) return fmt::format("The program exited with code {}.\n", e.exit_status);
+  return fmt::format("Stopped before a branch was taken (signal {}).\n", e.signo);
+}
+
+Reply handle(Session& s, const Monitor& m) {
+  auto w = words_of(m.command);
+  auto& server = s.server();
+  if (w.empty() || w[0] == "help") {
+    s.send_console(help_text());
+    return ok();
+  }
+  if (w[0] == "exit") {
+    server.request_exit();
+    return ok();
+  }
+  if (w[0] == "set" && w.size() == 3 && (w[1] == "debug" || w[1] == "remote-debug")) {
+    bool on = w[2] == "1" || w[2] == "on";
+    if (w[1] == "debug") {
+      server.log().debug = on;
+      s.send_console(on ? "Debug output enabled.\n" : "Debug output disabled.\n");
+    } else {
+      server.log().remote_debug = on;
+      s.send_console(on ? "Protocol debug output enabled.\n" : "Protocol debug output disabled.\n");
+    }
+    return ok();
+  }
+  if (w[0] == "probe") {
+    s.send_console(backend::format_probe(server.probe()));
+    return ok();
+  }
+  if (w[0] == "btrace") {
+    s.send_console(btrace_command(s, w));
+    return ok();
+  }
+  if (w[0] == "lbr") {
+    s.send_console(lbr_command(s));
+    return ok();
+  }
+  if (w[0] == "stepbranch") {
+    auto* p = s.process();
+    if (!p) {
+      s.send_console("No process.\n");
+      return ok();
+    }
+    if (auto r = p->step_branch(s.general_thread(), static_cast<uint32_t>(count_arg(w, 1, 1))); !r) {
+      s.send_console("stepbranch failed: " + r.error().message + "\n");
+      return ok();
+    }
+    s.expect_stop(Waiting::MonitorStepBranch);
+    server.resumed();
+    return std::nullopt;  // output and OK follow when the thread stops
+  }
+  s.send_console(fmt::format("Unknown monitor command '{}'. Try 'monitor help'.\n", m.command));
+  return ok();
+}
+
+}  // namespace server

@@ -1,0 +1,89 @@
+// qXfer:<object>:read — each document is built when offset 0 is asked for, and later chunks
+// are served from that snapshot (GDB reads 0x1000 bytes at a time).
+#include "protocol/target_xml.h"
+#include "protocol/xml.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+namespace {
+
+std::string target_description(backend::Process& p) {
+  std::vector<RegisterSpec> specs;
+  for (const auto& r : p.register_layout().regs)
+    specs.push_back(RegisterSpec{r.name, r.bitsize, r.type, r.group, r.feature, r.regnum});
+  return target_xml(specs);
+}
+
+std::string threads_document(Session& s, backend::Process& p) {
+  std::vector<ThreadEntry> threads;
+  for (pid_t tid : p.threads()) threads.push_back(ThreadEntry{p.pid(), tid, p.thread_core(tid), p.thread_name(tid)});
+  return threads_xml(threads, s.dialect().multiprocess);
+}
+
+// Builds the whole document, or sets `error` to the reply to send instead.
+std::optional<std::string> build_document(Session& s, const XferRead& x, std::string& error_out) {
+  auto* p = s.process();
+  if (x.object == "btrace") return btrace_document(s, x.annex, error_out);
+  if (x.object == "btrace-conf") return btrace_conf_document(s, error_out);
+  if (!p) {
+    error_out = error(1);
+    return std::nullopt;
+  }
+  if (x.object == "features") {
+    if (x.annex != "target.xml") {
+      error_out = error(0);
+      return std::nullopt;
+    }
+    return target_description(*p);
+  }
+  if (x.object == "auxv") {
+    auto auxv = p->auxv();
+    if (!auxv) { error_out = error_reply(s, auxv.error()); return std::nullopt; }
+    return std::string(auxv->begin(), auxv->end());
+  }
+  if (x.object == "exec-file") {
+    auto path = p->exe_path();
+    if (!path) { error_out = error_reply(s, path.error()); return std::nullopt; }
+    return *path;
+  }
+  if (x.object == "threads") return threads_document(s, *p);
+  if (x.object == "libraries-svr4") {
+    uint64_t main_lm = 0;
+    auto libs = p->libraries(&main_lm);
+    std::vector<LibraryEntry> entries;
+    if (libs)
+      for (const auto& l : *libs) entries.push_back(LibraryEntry{l.name, l.lm, l.l_addr, l.l_ld});
+    // LLDB 14/16 misread main-lm as the r_debug address and lose every library: omit it there.
+    std::optional<uint64_t> lm;
+    if (!s.dialect().lldb && main_lm) lm = main_lm;
+    return libraries_svr4_xml(entries, lm);
+  }
+  if (x.object == "siginfo") {
+    auto info = p->siginfo(s.general_thread());
+    if (!info) { error_out = error_reply(s, info.error()); return std::nullopt; }
+    return std::string(info->begin(), info->end());
+  }
+  error_out = empty();
+  return std::nullopt;
+}
+
+}  // namespace
+
+Reply handle(Session& s, const XferRead& x) {
+  std::string key = x.object + ":" + x.annex;
+  std::string& snapshot = s.xfer_snapshot(key);
+  if (x.offset == 0) {
+    std::string error_out;
+    auto document = build_document(s, x, error_out);
+    if (!document) {
+      snapshot.clear();
+      return error_out;
+    }
+    snapshot = std::move(*document);
+  }
+  return xfer_chunk(snapshot, x.offset, x.length);
+}
+
+}  // namespace server

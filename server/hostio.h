@@ -1,0 +1,38 @@
+// Host I/O (vFile): files opened on the server's side for the client (GDB reads the program
+// and its libraries this way). Writes and unlinks only with --allow-file-writes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+namespace server {
+
+class HostIo {
+ public:
+  HostIo() = default;
+  ~HostIo();
+  HostIo(const HostIo&) = delete;
+  HostIo& operator=(const HostIo&) = delete;
+
+  void allow_writes(bool on) { allow_writes_ = on; }
+  // Each returns the complete reply payload ("F..." forms).
+  std::string setfs(int pid);
+  std::string open(const std::string& path, int fileio_flags, int mode);
+  std::string close(int fd);
+  std::string pread(int fd, uint64_t count, uint64_t offset);
+  std::string pwrite(int fd, uint64_t offset, std::span<const uint8_t> data);
+  std::string fstat(int fd);
+  std::string unlink(const std::string& path);
+  std::string readlink(const std::string& path);
+
+ private:
+  std::string resolve(const std::string& path) const;  // applies setfs (a process's root)
+  std::map<int, int> fds_;  // client fd -> host fd
+  int next_fd_ = 3;
+  int fs_pid_ = 0;
+  bool allow_writes_ = false;
+};
+
+}  // namespace server

@@ -1,0 +1,130 @@
+#include "server/options.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace server {
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage:\tbranchstub [OPTIONS] COMM PROG [ARGS ...]\n"
+    "\tbranchstub [OPTIONS] --attach COMM PID\n"
+    "\tbranchstub [OPTIONS] --multi COMM\n"
+    "\tbranchstub --probe\n"
+    "\n"
+    "COMM may either be a tty device (for serial debugging),\n"
+    "HOST:PORT to listen for a TCP connection (bound exactly to HOST),\n"
+    ":PORT to listen on 127.0.0.1 only, or '-' or 'stdio' to use stdin/stdout.\n";
+
+std::optional<pid_t> parse_pid(const std::string& text) {
+  pid_t pid = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
+  if (ec != std::errc() || ptr != text.data() + text.size() || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+}  // namespace
+
+std::optional<ListenAddress> parse_comm(const std::string& comm) {
+  if (comm == "-" || comm == "stdio") return ListenAddress{true, {}, {}};
+  auto colon = comm.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  ListenAddress address;
+  address.host = comm.substr(0, colon);
+  address.port = comm.substr(colon + 1);
+  if (address.port.empty() || address.port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  // gdbserver ignores the host and listens on every interface; we bind loopback unless told.
+  if (address.host.empty()) address.host = "127.0.0.1";
+  if (address.host.size() > 2 && address.host.front() == '[' && address.host.back() == ']')
+    address.host = address.host.substr(1, address.host.size() - 2);
+  return address;
+}
+
+std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv) {
+  // --wrapper takes every argument up to "--": pull it out before CLI11 sees it.
+  std::vector<std::string> args;
+  ServerOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--wrapper") {
+      int j = i + 1;
+      while (j < argc && std::string(argv[j]) != "--") options.wrapper.push_back(argv[j++]);
+      if (j >= argc || options.wrapper.empty())
+        return EarlyExit{1, "branchstub: --wrapper: expected wrapper arguments followed by --\n"};
+      i = j;
+      continue;
+    }
+    args.push_back(std::move(arg));
+  }
+
+  CLI::App app{"branchstub: a gdbserver-compatible debug server with branch tracing", "branchstub"};
+  app.prefix_command();  // everything after COMM PROG belongs to the program
+  app.set_help_flag();   // our own --help text, gdbserver style
+  bool help = false, version = false, attach = false;
+  bool no_shell = false, with_shell = false, disable_rand = false, no_disable_rand = false;
+  std::string comm_and_more;
+  app.add_flag("--help", help);
+  app.add_flag("--version", version);
+  app.add_flag("--attach", attach);
+  app.add_flag("--multi", options.multi);
+  app.add_flag("--once", options.once);
+  app.add_flag("--debug", options.debug);
+  app.add_flag("--remote-debug", options.remote_debug);
+  app.add_option("--debug-file", options.debug_file);
+  app.add_flag("--startup-with-shell", with_shell);
+  app.add_flag("--no-startup-with-shell", no_shell);
+  app.add_flag("--disable-randomization", disable_rand);
+  app.add_flag("--no-disable-randomization", no_disable_rand);
+  app.add_flag("--allow-file-writes", options.allow_file_writes);
+  app.add_flag("--probe", options.probe);
+  app.add_option("--btrace-source", options.btrace_source)
+      ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
+  app.allow_extras();
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return EarlyExit{2, fmt::format("branchstub: {}\n{}", e.what(), kUsage)};
+  }
+  if (help) return EarlyExit{0, std::string(kUsage) +
+                                    "\nOptions:\n"
+                                    "  --help, --version, --attach, --multi, --once\n"
+                                    "  --debug, --remote-debug, --debug-file=FILE\n"
+                                    "  --wrapper WRAPPER ARGS... --\n"
+                                    "  --startup-with-shell, --no-startup-with-shell\n"
+                                    "  --disable-randomization, --no-disable-randomization\n"
+                                    "  --allow-file-writes   let clients write/unlink files (vFile)\n"
+                                    "  --btrace-source=auto|bts|lbr|soft\n"
+                                    "  --probe               print what branch-trace hardware works here\n"};
+  if (version)
+    return EarlyExit{0, "branchstub " BRANCHSTUB_VERSION "\n"
+                        "A gdbserver-compatible remote debug server with branch tracing.\n"};
+  if (no_shell) options.startup_with_shell = false;
+  if (no_disable_rand) options.disable_randomization = false;
+  if (options.probe) return options;
+
+  std::vector<std::string> rest = app.remaining();
+  if (rest.empty()) return EarlyExit{1, std::string("branchstub: no COMM given.\n") + kUsage};
+  options.comm = rest.front();
+  rest.erase(rest.begin());
+  if (!parse_comm(options.comm))
+    return EarlyExit{1, fmt::format("branchstub: bad COMM '{}': use HOST:PORT, :PORT or -\n", options.comm)};
+  if (attach) {
+    if (rest.size() != 1) return EarlyExit{1, std::string("branchstub: --attach needs one PID.\n") + kUsage};
+    auto pid = parse_pid(rest.front());
+    if (!pid) return EarlyExit{1, fmt::format("branchstub: bad PID '{}'\n", rest.front())};
+    options.attach_pid = pid;
+  } else {
+    options.program = std::move(rest);
+    if (options.program.empty() && !options.multi)
+      return EarlyExit{1, std::string("branchstub: no program to run.\n") + kUsage};
+  }
+  return options;
+}
+
+}  // namespace server

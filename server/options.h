@@ -1,0 +1,50 @@
+// The command line, compatible with gdbserver's:
+//   branchstub [OPTIONS] COMM PROG [ARGS...]
+//   branchstub [OPTIONS] --attach COMM PID
+//   branchstub [OPTIONS] --multi COMM
+// COMM is HOST:PORT, :PORT (127.0.0.1 only), or "-"/"stdio" for the protocol on stdin/stdout.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace server {
+
+struct ServerOptions {
+  std::string comm;
+  std::vector<std::string> program;  // PROG ARGS...
+  std::optional<pid_t> attach_pid;
+  bool multi = false;
+  bool once = false;
+  bool debug = false;
+  bool remote_debug = false;
+  std::optional<std::string> debug_file;
+  std::vector<std::string> wrapper;
+  bool startup_with_shell = true;
+  bool disable_randomization = true;
+  bool allow_file_writes = false;
+  bool probe = false;
+  std::string btrace_source = "auto";  // auto | bts | lbr | soft
+};
+
+// What main() should do instead of serving: print `text` (to stdout when code is 0) and exit.
+struct EarlyExit {
+  int code = 0;
+  std::string text;
+};
+
+std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv);
+
+// Listening endpoint from COMM; nullopt host means stdio.
+struct ListenAddress {
+  bool stdio = false;
+  std::string host;  // exactly what will be bound ("127.0.0.1" for ":PORT")
+  std::string port;
+};
+std::optional<ListenAddress> parse_comm(const std::string& comm);
+
+}  // namespace server

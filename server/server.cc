@@ -1,0 +1,262 @@
+#include "server/server.h"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace server {
+
+namespace asio = boost::asio;
+using boost::asio::ip::tcp;
+
+Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer_(io_), exit_timer_(io_) {
+  log_.debug = options_.debug;
+  log_.remote_debug = options_.remote_debug;
+  if (options_.debug_file) log_.file = std::fopen(options_.debug_file->c_str(), "a");
+  launch_settings_.startup_with_shell = options_.startup_with_shell;
+  launch_settings_.disable_randomization = options_.disable_randomization;
+  launch_settings_.wrapper = options_.wrapper;
+  launch_settings_.stdio_is_protocol = parse_comm(options_.comm).value_or(ListenAddress{}).stdio;
+}
+
+Server::~Server() {
+  session_.reset();
+  if (process_ && process_->alive()) shut_down_inferior();
+  if (sigchld_fd_ >= 0 && !sigchld_stream_) ::close(sigchld_fd_);
+  if (log_.file) std::fclose(log_.file);
+}
+
+const backend::ProbeReport& Server::probe() {
+  if (!probe_) probe_ = backend::run_probe();
+  return *probe_;
+}
+
+backend::TraceSource Server::btrace_source() const {
+  if (options_.btrace_source == "bts") return backend::TraceSource::PerfBts;
+  if (options_.btrace_source == "lbr") return backend::TraceSource::Lbr;
+  if (options_.btrace_source == "soft") return backend::TraceSource::Software;
+  return backend::TraceSource::Auto;
+}
+
+backend::Result<void> Server::launch(std::vector<std::string> argv) {
+  backend::LaunchOptions launch = launch_settings_;
+  launch.argv = std::move(argv);
+  auto process = backend::Process::launch(launch);
+  if (!process) return process.error();
+  process_ = std::move(*process);
+  last_event_ = process_->last_stop();
+  log_.notice(fmt::format("Process {} created; pid = {}", launch.argv.front(), process_->pid()));
+  return {};
+}
+
+backend::Result<void> Server::attach(pid_t pid) {
+  auto process = backend::Process::attach(pid);
+  if (!process) return process.error();
+  process_ = std::move(*process);
+  last_event_ = process_->last_stop();
+  log_.notice(fmt::format("Attached; pid = {}", pid));
+  return {};
+}
+
+void Server::forget_process() {
+  process_.reset();
+  last_event_.reset();
+  poll_timer_.cancel();
+  polling_ = false;
+}
+
+void Server::shut_down_inferior() {
+  if (!process_) return;
+  if (process_->alive()) {
+    if (process_->was_attached()) {
+      log_.notice(fmt::format("Detaching from process {}", process_->pid()));
+      (void)process_->detach();
+    } else {
+      log_.event("killing process {}", process_->pid());
+      (void)process_->kill();
+    }
+  }
+  forget_process();
+}
+
+int Server::run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  // SIGCHLD reaches the loop through a signalfd; it must be blocked for that.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  sigchld_fd_ = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sigchld_fd_ < 0) {
+    log_.notice(fmt::format("signalfd: {}", std::strerror(errno)));
+    return 1;
+  }
+  sigchld_stream_.emplace(io_, sigchld_fd_);
+  watch_sigchld();
+
+  if (options_.attach_pid) {
+    if (auto r = attach(*options_.attach_pid); !r) {
+      log_.notice(fmt::format("Cannot attach to process {}: {}", *options_.attach_pid, r.error().message));
+      log_.notice("Exiting");
+      return 1;
+    }
+  } else if (!options_.program.empty()) {
+    if (auto r = launch(options_.program); !r) {
+      log_.notice(r.error().message);
+      log_.notice("Exiting");
+      return 1;
+    }
+    if (!process_->alive()) {
+      auto stop = process_->last_stop();
+      log_.notice(fmt::format("During startup program exited with code {}.", stop.exit_status));
+      log_.notice("Exiting");
+      return 1;
+    }
+  }
+
+  auto address = parse_comm(options_.comm);
+  if (address->stdio) {
+    start_stdio();
+  } else {
+    try {
+      start_listening();
+    } catch (const boost::system::system_error& e) {
+      std::string reason = e.code() == asio::error::address_in_use ? "Address already in use." : e.code().message() + ".";
+      log_.notice(fmt::format("Can't bind address: {}", reason));
+      log_.notice("Exiting");
+      return 1;
+    }
+  }
+  io_.run();
+  return exit_code_;
+}
+
+void Server::start_listening() {
+  auto address = *parse_comm(options_.comm);
+  tcp::resolver resolver(io_);
+  auto endpoints = resolver.resolve(address.host, address.port, tcp::resolver::numeric_service);
+  tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  if (endpoint.address().is_unspecified())
+    log_.notice(fmt::format("warning: listening on every interface ({}), as you asked: "
+                            "anyone who can reach this port can run code as this user", address.host));
+  acceptor_.emplace(io_);
+  acceptor_->open(endpoint.protocol());
+  acceptor_->set_option(tcp::acceptor::reuse_address(true));
+  acceptor_->bind(endpoint);
+  acceptor_->listen(1);
+  log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
+  accept_next();
+}
+
+void Server::accept_next() {
+  acceptor_->async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted) accept_next();
+      return;
+    }
+    boost::system::error_code ignored;
+    auto peer = socket.remote_endpoint(ignored);
+    log_.notice(fmt::format("Remote debugging from host {}, port {}", peer.address().to_string(), peer.port()));
+    session_ = std::make_unique<Session>(*this, make_tcp_transport(std::move(socket)));
+    session_->start();
+  });
+}
+
+void Server::start_stdio() {
+  log_.notice("Remote debugging using stdio");
+  session_ = std::make_unique<Session>(*this, make_stdio_transport(io_));
+  session_->start();
+}
+
+void Server::session_closed(Session* session) {
+  if (session != session_.get()) return;
+  // Destroy the session after its callbacks have unwound.
+  auto closing = std::shared_ptr<Session>(session_.release());
+  asio::post(io_, [closing] {});
+  bool stdio = parse_comm(options_.comm)->stdio;
+  bool have_process = process_ && process_->alive();
+  if (exit_requested_ || options_.once || stdio || (!options_.multi && !have_process)) {
+    shut_down_inferior();
+    finish(0);
+    return;
+  }
+  if (have_process && process_->running()) process_->interrupt();  // keep it stopped for the next client
+  log_.notice("Remote side has terminated connection.  branchstub will reopen the connection.");
+  log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
+  accept_next();
+}
+
+void Server::finish(int code) {
+  exit_code_ = code;
+  boost::system::error_code ignored;
+  if (acceptor_) acceptor_->close(ignored);
+  poll_timer_.cancel();
+  if (sigchld_stream_) sigchld_stream_->close(ignored);
+  io_.stop();
+}
+
+void Server::watch_sigchld() {
+  sigchld_stream_->async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
+    if (ec) return;
+    signalfd_siginfo info[16];
+    while (::read(sigchld_fd_, info, sizeof info) > 0) {
+    }
+    poll_inferior();
+    watch_sigchld();
+  });
+}
+
+void Server::resumed() {
+  asio::post(io_, [this] { poll_inferior(); });
+  arm_poll_timer();
+}
+
+void Server::arm_poll_timer() {
+  if (polling_) return;
+  polling_ = true;
+  // A safety net: signalfd coalesces signals, and internal work may need a nudge.
+  poll_timer_.expires_after(std::chrono::milliseconds(50));
+  poll_timer_.async_wait([this](boost::system::error_code ec) {
+    polling_ = false;
+    if (ec) return;
+    poll_inferior();
+    if (process_ && process_->alive() && process_->running()) arm_poll_timer();
+  });
+}
+
+void Server::request_exit() {
+  exit_requested_ = true;
+  // Let the OK reach the client first, then go (gdbserver's `monitor exit`).
+  exit_timer_.expires_after(std::chrono::milliseconds(100));
+  exit_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    if (session_) session_->close();
+    shut_down_inferior();
+    finish(0);
+  });
+}
+
+void Server::interrupt() {
+  if (process_ && process_->alive() && process_->running()) process_->interrupt();
+}
+
+void Server::poll_inferior() {
+  if (!process_) return;
+  while (auto event = process_->poll_events()) {
+    last_event_ = *event;
+    bool gone = event->kind == backend::StopKind::Exited || event->kind == backend::StopKind::Killed;
+    if (gone) {
+      if (event->kind == backend::StopKind::Exited)
+        log_.notice(fmt::format("\nChild exited with status {}", event->exit_status));
+      else
+        log_.notice(fmt::format("\nChild terminated with signal = {}", event->signo));
+    }
+    if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(*event);
+    if (gone) break;
+  }
+  if (process_ && process_->alive() && process_->running()) arm_poll_timer();
+}
+
+}  // namespace server

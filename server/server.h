@@ -1,0 +1,79 @@
+// The server: one io_context on one thread. Owns the listening socket (or stdio), the client
+// session, the debugged process, and the signalfd through which SIGCHLD reaches the loop.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "backend/process.h"
+#include "backend/probe.h"
+#include "server/log.h"
+#include "server/options.h"
+#include "server/session.h"
+
+namespace server {
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+  int run();  // returns the process exit code
+
+  boost::asio::io_context& io() { return io_; }
+  const ServerOptions& options() const { return options_; }
+  Logger& log() { return log_; }
+
+  // ---- the debugged process ----
+  backend::Process* process() { return process_.get(); }
+  backend::Result<void> launch(std::vector<std::string> argv);
+  backend::Result<void> attach(pid_t pid);
+  void forget_process();                           // after kill/detach/exit
+  backend::LaunchOptions& launch_settings() { return launch_settings_; }
+  // The last stop the client was told about (or would be told: '?').
+  const std::optional<backend::StopEvent>& last_event() const { return last_event_; }
+  void set_last_event(backend::StopEvent e) { last_event_ = std::move(e); }
+
+  // A handler resumed the process: watch for its events.
+  void resumed();
+  // Interrupt byte (0x03) or vCtrlC.
+  void interrupt();
+  // Client asked the server to exit (monitor exit).
+  void request_exit();
+  bool exit_requested() const { return exit_requested_; }
+  void session_closed(Session* session);
+
+  const backend::ProbeReport& probe();
+  backend::TraceSource btrace_source() const;
+
+ private:
+  void start_listening();
+  void accept_next();
+  void start_stdio();
+  void watch_sigchld();
+  void poll_inferior();
+  void arm_poll_timer();
+  void shut_down_inferior();  // kill if launched, detach if attached
+  void finish(int code);
+
+  ServerOptions options_;
+  boost::asio::io_context io_;
+  Logger log_;
+  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<backend::Process> process_;
+  backend::LaunchOptions launch_settings_;
+  std::optional<backend::StopEvent> last_event_;
+  int sigchld_fd_ = -1;
+  std::optional<boost::asio::posix::stream_descriptor> sigchld_stream_;
+  boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer exit_timer_;
+  bool polling_ = false;
+  bool exit_requested_ = false;
+  int exit_code_ = 0;
+  std::optional<backend::ProbeReport> probe_;
+};
+
+}  // namespace server

@@ -1,0 +1,194 @@
+#include "server/session.h"
+
+#include "protocol/hex.h"
+#include "protocol/signals.h"
+#include "server/handlers/handlers.h"
+#include "server/server.h"
+
+namespace server {
+
+Session::Session(Server& server, std::unique_ptr<Transport> transport)
+    : server_(server), transport_(std::move(transport)) {
+  hostio_.allow_writes(server.options().allow_file_writes);
+  if (auto* p = process()) general_thread_ = p->last_stop().tid;
+}
+
+Session::~Session() { close(); }
+
+void Session::start() {
+  transport_->start([this](std::string_view bytes) { on_bytes(bytes); },
+                    [this] {
+                      closed_ = true;
+                      server_.session_closed(this);
+                    });
+}
+
+void Session::close() {
+  if (transport_) transport_->close();
+}
+
+backend::Process* Session::process() {
+  auto* p = server_.process();
+  return p && p->alive() ? p : nullptr;
+}
+
+void Session::note_lldb() { dialect_.lldb = true; }
+
+void Session::on_bytes(std::string_view bytes) {
+  for (auto& event : framer_.feed(bytes)) {
+    using Kind = protocol::Framer::Event::Kind;
+    switch (event.kind) {
+      case Kind::Packet:
+        if (!no_ack_) transport_->write("+");
+        on_packet(event.payload);
+        break;
+      case Kind::BadChecksum:
+        if (!no_ack_) transport_->write("-");
+        break;
+      case Kind::Interrupt:
+        server_.log().event("interrupt requested");
+        server_.interrupt();
+        break;
+      case Kind::Nack:
+        if (!last_sent_.empty()) transport_->write(last_sent_);
+        break;
+      case Kind::Oversized:
+        if (!no_ack_) transport_->write("+");
+        write_packet(protocol::error(1));
+        break;
+      case Kind::Ack:
+        break;
+    }
+    if (closed_) return;
+  }
+}
+
+void Session::on_packet(const std::string& payload) {
+  server_.log().packet('<', payload);
+  Reply reply = dispatch(protocol::parse_request(payload));
+  if (reply) write_packet(*reply);
+  if (no_ack_pending_) {
+    // gdbserver switches before its OK is acked; GDB's one extra '+' is ignored by the framer.
+    no_ack_pending_ = false;
+    no_ack_ = true;
+    framer_.set_no_ack(true);
+  }
+}
+
+Reply Session::dispatch(const protocol::Request& request) {
+  return std::visit([this](const auto& r) -> Reply { return handle(*this, r); }, request);
+}
+
+void Session::write_packet(std::string_view payload) {
+  server_.log().packet('>', payload);
+  std::string framed = protocol::Framer::encode(payload);
+  if (!no_ack_) last_sent_ = framed;
+  transport_->write(std::move(framed));
+}
+
+void Session::send(std::string_view payload) { write_packet(payload); }
+
+void Session::send_console(std::string_view text) { write_packet(protocol::console_output(text)); }
+
+pid_t Session::general_thread() const {
+  auto* p = const_cast<Session*>(this)->process();
+  if (!p) return 0;
+  if (general_thread_ > 0 && p->has_thread(general_thread_)) return general_thread_;
+  pid_t last = p->last_stop().tid;
+  if (last > 0 && p->has_thread(last)) return last;
+  auto threads = p->threads();
+  return threads.empty() ? 0 : threads.front();
+}
+
+pid_t Session::thread_for(std::optional<int> suffix) const {
+  if (suffix && *suffix > 0) return *suffix;
+  return general_thread();
+}
+
+void Session::on_stop(const backend::StopEvent& event) {
+  Waiting why = waiting_;
+  waiting_ = Waiting::Nothing;
+  bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
+  if (!gone) general_thread_ = event.tid;  // a stop reply implicitly selects its thread (Hg)
+  if (why == Waiting::MonitorStepBranch) {
+    send_console(monitor_stepbranch_text(*this, event));
+    send(protocol::ok());
+    return;
+  }
+  send(stop_reply_for(event));
+}
+
+std::string Session::stop_reply_for(const backend::StopEvent& event) {
+  using backend::StopKind;
+  if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
+    protocol::ExitReply exit;
+    exit.pid = event.pid;
+    exit.status = event.exit_status;
+    exit.signalled = event.kind == StopKind::Killed;
+    exit.gdb_signal = protocol::host_to_gdb_signal(event.signo);
+    return protocol::format_exit_reply(exit, dialect_);
+  }
+  protocol::StopReply stop;
+  stop.pid = event.pid;
+  stop.tid = event.tid;
+  stop.gdb_signal = event.signo == 0 ? 0 : protocol::host_to_gdb_signal(event.signo);
+  switch (event.kind) {
+    case StopKind::Breakpoint: stop.reason = protocol::StopReason::Breakpoint; stop.gdb_signal = 5; break;
+    case StopKind::HwBreakpoint: stop.reason = protocol::StopReason::HwBreakpoint; stop.gdb_signal = 5; break;
+    case StopKind::Watchpoint:
+      stop.reason = event.watch_type == backend::WatchType::Read     ? protocol::StopReason::ReadWatch
+                    : event.watch_type == backend::WatchType::Access ? protocol::StopReason::AccessWatch
+                                                                     : protocol::StopReason::Watch;
+      stop.watch_addr = event.watch_addr;
+      stop.gdb_signal = 5;
+      break;
+    case StopKind::Step: stop.reason = protocol::StopReason::SingleStep; stop.gdb_signal = 5; break;
+    case StopKind::StepBranch:
+      stop.reason = protocol::StopReason::SingleStep;
+      stop.gdb_signal = 5;
+      if (event.branch_from || event.branch_to) {
+        stop.extra.emplace_back("branch-from", protocol::hex_u64(event.branch_from));
+        stop.extra.emplace_back("branch-to", protocol::hex_u64(event.branch_to));
+      }
+      if (!event.step_mechanism.empty()) stop.extra.emplace_back("stepbranch-mechanism", event.step_mechanism);
+      break;
+    case StopKind::Fork: stop.reason = protocol::StopReason::Fork; stop.child_pid = stop.child_tid = event.child_pid; break;
+    case StopKind::VFork: stop.reason = protocol::StopReason::VFork; stop.child_pid = stop.child_tid = event.child_pid; break;
+    case StopKind::VForkDone: stop.reason = protocol::StopReason::VForkDone; break;
+    case StopKind::Exec: stop.reason = protocol::StopReason::Exec; stop.exec_path = event.exec_path; break;
+    case StopKind::SyscallEntry: stop.reason = protocol::StopReason::SyscallEntry; stop.syscall_no = event.syscall_no; break;
+    case StopKind::SyscallReturn: stop.reason = protocol::StopReason::SyscallReturn; stop.syscall_no = event.syscall_no; break;
+    default: stop.reason = protocol::StopReason::Signal; break;
+  }
+  auto* p = process();
+  if (p && p->has_thread(event.tid)) {
+    const auto& layout = p->register_layout();
+    if (auto regs = p->read_registers(event.tid)) {
+      // GDB reads nothing more after most stops when rbp/rsp/rip come along; LLDB wants the GPRs.
+      std::vector<int> expedite = {backend::RegisterLayout::kRbp, backend::RegisterLayout::kRsp,
+                                   backend::RegisterLayout::kRip};
+      if (dialect_.lldb) {
+        expedite.clear();
+        for (int r = 0; r <= backend::RegisterLayout::kEflags; ++r) expedite.push_back(r);
+      }
+      for (int r : expedite) {
+        const auto& info = layout.regs[r];
+        auto begin = regs->bytes.begin() + static_cast<long>(info.offset);
+        stop.registers.emplace_back(r, std::vector<uint8_t>(begin, begin + info.bitsize / 8));
+      }
+    }
+    int core = p->thread_core(event.tid);
+    if (core >= 0) stop.core = core;
+    if (dialect_.lldb) stop.thread_name = p->thread_name(event.tid);
+    if (dialect_.lldb && dialect_.list_threads_in_stop) {
+      for (pid_t tid : p->threads()) {
+        stop.all_tids.push_back(tid);
+        auto regs = p->read_registers(tid);
+        stop.all_pcs.push_back(regs ? regs->pc(layout) : 0);
+      }
+    }
+  }
+  return protocol::format_stop_reply(stop, dialect_);
+}
+
+}  // namespace server

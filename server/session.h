@@ -1,0 +1,94 @@
+// One connected client: framing, acks, the negotiated dialect, per-connection state, and the
+// dispatch of typed requests to the handlers (server/handlers/*.cc).
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/process.h"
+#include "protocol/framing.h"
+#include "protocol/packets.h"
+#include "protocol/replies.h"
+#include "server/hostio.h"
+#include "server/transport.h"
+
+namespace server {
+
+class Server;
+
+// What a handler answers: a payload now, or nothing yet (a resume: the stop reply comes later).
+using Reply = std::optional<std::string>;
+
+// Why the session is waiting for the inferior to stop.
+enum class Waiting { Nothing, StopReply, MonitorStepBranch };
+
+class Session {
+ public:
+  Session(Server& server, std::unique_ptr<Transport> transport);
+  ~Session();
+  void start();
+  void close();
+  bool closed() const { return closed_; }
+
+  // The inferior stopped (or exited) while this session waited for it.
+  void on_stop(const backend::StopEvent& event);
+
+  // ---- used by handlers ----
+  Server& server() { return server_; }
+  backend::Process* process();
+  protocol::Dialect& dialect() { return dialect_; }
+  void send(std::string_view payload);            // one packet
+  void send_console(std::string_view text);       // "O<hex>" packet (qRcmd output)
+  void note_lldb();                               // an LLDB-only packet was seen
+  void set_no_ack() { no_ack_pending_ = true; }
+  void set_extended(bool on) { extended_ = on; }
+  bool extended() const { return extended_; }
+  void expect_stop(Waiting why = Waiting::StopReply) { waiting_ = why; }
+  Waiting waiting() const { return waiting_; }
+
+  // Thread selection (Hg/Hc and the implicit Hg after a stop reply).
+  pid_t general_thread() const;   // resolves "any" to a live thread; 0 if no process
+  void set_general_thread(pid_t tid) { general_thread_ = tid; }
+  void set_continue_thread(pid_t tid) { continue_thread_ = tid; }
+  pid_t continue_thread() const { return continue_thread_; }
+  // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
+  pid_t thread_for(std::optional<int> suffix) const;
+
+  // qXfer snapshots: created at offset 0, later chunks served from the snapshot.
+  std::string& xfer_snapshot(const std::string& key) { return xfer_cache_[key]; }
+
+  HostIo& hostio() { return hostio_; }
+  // Thread listing cursor for qfThreadInfo/qsThreadInfo.
+  std::vector<pid_t>& thread_cursor() { return thread_cursor_; }
+
+  // Builds the stop reply (registers expedited, dialect applied) for an event.
+  std::string stop_reply_for(const backend::StopEvent& event);
+
+ private:
+  void on_bytes(std::string_view bytes);
+  void on_packet(const std::string& payload);
+  Reply dispatch(const protocol::Request& request);
+  void write_packet(std::string_view payload);
+
+  Server& server_;
+  std::unique_ptr<Transport> transport_;
+  protocol::Framer framer_;
+  protocol::Dialect dialect_;
+  bool no_ack_ = false;
+  bool no_ack_pending_ = false;
+  bool extended_ = false;
+  bool closed_ = false;
+  Waiting waiting_ = Waiting::Nothing;
+  pid_t general_thread_ = 0;
+  pid_t continue_thread_ = 0;
+  std::string last_sent_;   // for '-' retransmission in ack mode
+  std::map<std::string, std::string> xfer_cache_;
+  HostIo hostio_;
+  std::vector<pid_t> thread_cursor_;
+};
+
+}  // namespace server

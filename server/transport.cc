@@ -1,0 +1,134 @@
+#include "server/transport.h"
+
+#include <unistd.h>
+
+#include <array>
+
+namespace server {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Reads from one stream, writes to another (the same socket for TCP; fd 0 and fd 1 for stdio).
+template <typename ReadStream, typename WriteStream>
+class StreamTransport : public Transport {
+ public:
+  StreamTransport(ReadStream& in, WriteStream& out) : in_(in), out_(out) {}
+  ~StreamTransport() override { *alive_ = false; }
+
+  void start(ReadHandler on_data, CloseHandler on_close) override {
+    on_data_ = std::move(on_data);
+    on_close_ = std::move(on_close);
+    read_more();
+  }
+
+  void write(std::string bytes) override {
+    if (closed_) return;
+    queue_.push_back(std::move(bytes));
+    if (queue_.size() == 1) write_next();
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    in_.cancel(ignored);
+    out_.cancel(ignored);
+  }
+
+ private:
+  void read_more() {
+    auto alive = alive_;
+    in_.async_read_some(asio::buffer(buffer_), [this, alive](boost::system::error_code ec, size_t n) {
+      if (!*alive) return;
+      if (ec || closed_) {
+        finish();
+        return;
+      }
+      on_data_(std::string_view(buffer_.data(), n));
+      if (*alive && !closed_) read_more();
+    });
+  }
+
+  void write_next() {
+    auto alive = alive_;
+    asio::async_write(out_, asio::buffer(queue_.front()), [this, alive](boost::system::error_code ec, size_t) {
+      if (!*alive) return;
+      if (ec) {
+        queue_.clear();
+        return;  // the reader notices the close
+      }
+      queue_.pop_front();
+      if (!queue_.empty()) write_next();
+    });
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    closed_ = true;
+    if (on_close_) on_close_();
+  }
+
+  ReadStream& in_;
+  WriteStream& out_;
+  std::array<char, 65536> buffer_{};
+  std::deque<std::string> queue_;
+  ReadHandler on_data_;
+  CloseHandler on_close_;
+  bool closed_ = false;
+  bool finished_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+class TcpTransport : public Transport {
+ public:
+  explicit TcpTransport(asio::ip::tcp::socket socket) : socket_(std::move(socket)), impl_(socket_, socket_) {
+    boost::system::error_code ignored;
+    socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  }
+  void start(ReadHandler d, CloseHandler c) override { impl_.start(std::move(d), std::move(c)); }
+  void write(std::string bytes) override { impl_.write(std::move(bytes)); }
+  void close() override {
+    impl_.close();
+    boost::system::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+ private:
+  asio::ip::tcp::socket socket_;
+  StreamTransport<asio::ip::tcp::socket, asio::ip::tcp::socket> impl_;
+};
+
+class StdioTransport : public Transport {
+ public:
+  explicit StdioTransport(asio::io_context& io)
+      : in_(io, ::dup(STDIN_FILENO)), out_(io, ::dup(STDOUT_FILENO)), impl_(in_, out_) {}
+  void start(ReadHandler d, CloseHandler c) override { impl_.start(std::move(d), std::move(c)); }
+  void write(std::string bytes) override { impl_.write(std::move(bytes)); }
+  void close() override {
+    impl_.close();
+    boost::system::error_code ignored;
+    in_.close(ignored);
+    out_.close(ignored);
+  }
+
+ private:
+  asio::posix::stream_descriptor in_;
+  asio::posix::stream_descriptor out_;
+  StreamTransport<asio::posix::stream_descriptor, asio::posix::stream_descriptor> impl_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket) {
+  return std::make_unique<TcpTransport>(std::move(socket));
+}
+
+std::unique_ptr<Transport> make_stdio_transport(asio::io_context& io) {
+  return std::make_unique<StdioTransport>(io);
+}
+
+}  // namespace server
