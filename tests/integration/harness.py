@@ -69,7 +69,7 @@ def inferior(name):
 def line_of(name, tag):
     """Line number of the `LINE:<tag>` comment in tests/inferiors/<name> (.c or .h)."""
     path = os.path.join(INFERIOR_SRC, name if "." in name else name + ".c")
-    pat = re.compile(r"LINE:%s\b" % re.escape(tag))
+    pat = re.compile(r"/\*\s*LINE:%s\s*\*/" % re.escape(tag))   # only the exact marker comment
     with open(path) as f:
         for i, line in enumerate(f, 1):
             if pat.search(line):

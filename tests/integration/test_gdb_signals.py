@@ -1,0 +1,44 @@
+"""Signals through the server: SIGUSR1 passed / not passed, SIGSEGV at the faulting line."""
+import re
+
+from harness import gdb_remote, inferior, line_of
+
+SIGNALS = inferior("signals")
+SEGV = inferior("segv")
+
+
+def test_sigusr1_pass_nostop(procs):
+    srv = procs.server(["--once", "{COMM}", SIGNALS])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue"], prog=SIGNALS)
+    assert "exited with code 03" in r.out, r
+
+
+def test_sigusr1_stop_and_pass(procs):
+    srv = procs.server(["--once", "{COMM}", SIGNALS])
+    r = gdb_remote(srv, ["handle SIGUSR1 stop print pass", "break on_usr1",
+                         "continue", "continue", "print sig_count"] + ["continue"] * 5, prog=SIGNALS)
+    out = r.out
+    assert len(re.findall(r"Program received signal SIGUSR1, User defined signal 1\.", out)) == 3, r
+    assert re.search(r"Breakpoint 1, on_usr1 \(sig=10\)", out), r
+    assert re.search(r"\$1 = 0\b", out), r
+    assert "exited with code 03" in out, r
+
+
+def test_sigusr1_nopass(procs):
+    srv = procs.server(["--once", "{COMM}", SIGNALS])
+    r = gdb_remote(srv, ["handle SIGUSR1 stop print nopass", "continue", "continue",
+                         "continue", "continue"], prog=SIGNALS)
+    out = r.out
+    assert len(re.findall(r"Program received signal SIGUSR1", out)) == 3, r
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited normally\]", out), r
+
+
+def test_sigsegv_at_faulting_line(procs):
+    srv = procs.server(["--once", "{COMM}", SEGV])
+    line = line_of("segv", "segv")
+    r = gdb_remote(srv, ["continue", "bt", "info line *$pc", "kill"], prog=SEGV)
+    out = r.out
+    assert "Program received signal SIGSEGV, Segmentation fault." in out, r
+    assert re.search(r"crash \(\) at .*segv\.c:%d\n%d\s.*LINE:segv" % (line, line), out), r
+    assert re.search(r"#1 +0x[0-9a-f]+ in main \(\)", out), r
+    assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
