@@ -1,0 +1,36 @@
+"""`target extended-remote` to `SERVER --multi`: run twice, attach, detach, kill."""
+import re
+
+from harness import gdb_remote, inferior, wait_heartbeat
+
+BASIC = inferior("basic")
+SLEEPER = inferior("sleeper")
+
+
+def test_run_twice_attach_detach_kill(procs, heartbeat):
+    srv = procs.server(["--multi", "{COMM}"])
+    sleeper, pid = procs.spawn_sleeper(heartbeat)
+    r = gdb_remote(srv, [
+        "set remote exec-file " + BASIC,
+        "run", "run",
+        "break marker", "run", "print counter", "kill",
+        "delete",
+        "attach %d" % pid, "print loop_counter > 0", "detach",
+        "info inferiors",
+    ], prog=BASIC, extended=True, timeout=90)
+    out = r.out
+    assert len(re.findall(r"\[Inferior 1 \(process \d+\) exited with code 07\]", out)) == 2, r
+    assert re.search(r"Breakpoint 1, marker \(\)", out), r
+    assert re.search(r"\$1 = 5\b", out), r
+    assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
+    assert re.search(r"nanosleep", out), r          # attached where the sleeper waits
+    assert re.search(r"\$2 = 1\b", out), r
+    assert re.search(r"\[Inferior 1 \(process %d\) detached\]" % pid, out), r
+    first = wait_heartbeat(heartbeat)
+    wait_heartbeat(heartbeat, after=first)       # the detached program runs on
+    assert srv.alive(), "--multi server must outlive its clients"
+    # A second client on the same server still works.
+    r2 = gdb_remote(srv, ["set remote exec-file " + BASIC, "run", "monitor exit"],
+                    prog=BASIC, extended=True)
+    assert "exited with code 07" in r2.out, r2
+    assert srv.wait_exit(10) is not None, "server still running after `monitor exit`"
