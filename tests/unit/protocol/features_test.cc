@@ -1,0 +1,258 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "protocol/btrace_xml.h"
+#include "protocol/fileio.h"
+#include "protocol/qsupported.h"
+#include "protocol/signals.h"
+#include "protocol/target_xml.h"
+#include "protocol/xml.h"
+
+using namespace protocol;
+
+namespace {
+const char* kGdbOffer =
+    "qSupported:multiprocess+;swbreak+;hwbreak+;qRelocInsn+;fork-events+;vfork-events+;exec-events+;"
+    "vContSupported+;QThreadEvents+;no-resumed+;memory-tagging+;xmlRegisters=i386";
+QuerySupported offer(std::string_view payload) { return std::get<QuerySupported>(parse_request(payload)); }
+bool has(const std::string& list, const std::string& feature) {
+  std::string s = ";" + list + ";";
+  return s.find(";" + feature + ";") != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("qSupported negotiation", "[qsupported]") {
+  Dialect d = negotiate(offer(kGdbOffer));
+  CHECK(d.multiprocess);
+  CHECK(d.swbreak);
+  CHECK(d.hwbreak);
+  CHECK(d.vcont_supported);
+  CHECK(d.xml_registers);
+  CHECK_FALSE(d.fork_events);  // the server does not list them
+  CHECK_FALSE(d.no_resumed);
+  CHECK_FALSE(d.lldb);
+  ClientFeatures c = parse_client_features(offer(kGdbOffer));
+  CHECK(c.fork_events);
+  CHECK(c.thread_events);
+
+  Dialect l = negotiate(offer("qSupported:xmlRegisters=i386,arm,mips,arc;multiprocess+;fork-events+;vfork-events+"));
+  CHECK(l.xml_registers);
+  CHECK(l.multiprocess);
+  CHECK_FALSE(l.swbreak);
+  CHECK_FALSE(negotiate(offer("qSupported:xmlRegisters=arm;swbreak-")).xml_registers);
+  CHECK_FALSE(negotiate(offer("qSupported:xmlRegisters=arm;swbreak-")).swbreak);
+
+  ServerFeatures s;
+  s.fork_events = true;
+  CHECK(negotiate(offer(kGdbOffer), s).fork_events);
+}
+
+TEST_CASE("qSupported reply", "[qsupported]") {
+  ServerFeatures s;
+  Dialect d = negotiate(offer(kGdbOffer));
+  std::string r = format_qsupported(s, d);
+  CHECK(r.rfind("PacketSize=20000;", 0) == 0);
+  for (const char* f : {"QPassSignals+", "QStartNoAckMode+", "qXfer:features:read+", "multiprocess+", "swbreak+",
+                        "hwbreak+", "vContSupported+", "Qbtrace:bts+", "Qbtrace-conf:bts:size+", "Qbtrace:off+",
+                        "qXfer:btrace:read+", "qXfer:btrace-conf:read+", "stepbranch+", "qXfer:exec-file:read+"})
+    CHECK(has(r, f));
+  CHECK_FALSE(has(r, "fork-events+"));
+  CHECK_FALSE(has(r, "no-resumed+"));
+
+  Dialect lldb = negotiate(offer("qSupported:xmlRegisters=i386"));
+  s.btrace = false;
+  s.stepbranch = false;
+  std::string r2 = format_qsupported(s, lldb);
+  CHECK_FALSE(has(r2, "swbreak+"));
+  CHECK_FALSE(has(r2, "multiprocess+"));
+  CHECK_FALSE(has(r2, "Qbtrace:bts+"));
+  CHECK_FALSE(has(r2, "stepbranch+"));
+}
+
+TEST_CASE("signal mapping", "[signals]") {
+  CHECK(host_to_gdb_signal(0) == 0);
+  CHECK(host_to_gdb_signal(5) == 5);    // TRAP
+  CHECK(host_to_gdb_signal(7) == 10);   // BUS
+  CHECK(host_to_gdb_signal(10) == 30);  // USR1
+  CHECK(host_to_gdb_signal(12) == 31);  // USR2
+  CHECK(host_to_gdb_signal(17) == 20);  // CHLD
+  CHECK(host_to_gdb_signal(19) == 17);  // STOP
+  CHECK(host_to_gdb_signal(29) == 23);  // IO
+  CHECK(host_to_gdb_signal(31) == 12);  // SYS
+  CHECK(host_to_gdb_signal(32) == 77);
+  CHECK(host_to_gdb_signal(33) == 45);
+  CHECK(host_to_gdb_signal(63) == 75);
+  CHECK(host_to_gdb_signal(64) == 78);
+  CHECK(host_to_gdb_signal(16) == kGdbSignalUnknown);
+  CHECK(host_to_gdb_signal(99) == kGdbSignalUnknown);
+  CHECK(gdb_to_host_signal(33) == 29);  // POLL
+  CHECK(gdb_to_host_signal(7) == 0);    // EMT: none on Linux
+  CHECK(gdb_to_host_signal(kGdbSignalUnknown) == 0);
+  for (int s = 1; s <= 64; ++s) {
+    if (s == 16) continue;
+    INFO("signal " << s);
+    CHECK(gdb_to_host_signal(host_to_gdb_signal(s)) == s);
+  }
+}
+
+TEST_CASE("threads and libraries XML", "[xml]") {
+  CHECK(threads_xml({{0x1182, 0x1182, 0, "prog"}}, true) ==
+        "<threads>\n<thread id=\"p1182.1182\" core=\"0\" name=\"prog\"/>\n</threads>\n");
+  CHECK(threads_xml({{1, 2, -1, ""}}, false) == "<threads>\n<thread id=\"2\"/>\n</threads>\n");
+  CHECK(threads_xml({{1, 2, -1, "a<&>\"'"}}, false).find("name=\"a&lt;&amp;&gt;&quot;&apos;\"") != std::string::npos);
+  CHECK(libraries_svr4_xml({}, std::nullopt) == "<library-list-svr4 version=\"1.0\"></library-list-svr4>");
+  std::string l = libraries_svr4_xml({{"/lib/libc.so.6", 0x10, 0x7f00, 0x7f80}}, 0x20);
+  CHECK(l == "<library-list-svr4 version=\"1.0\" main-lm=\"0x20\"><library name=\"/lib/libc.so.6\" lm=\"0x10\" "
+             "l_addr=\"0x7f00\" l_ld=\"0x7f80\"/></library-list-svr4>");
+  CHECK(libraries_svr4_xml({}, std::nullopt).find("main-lm") == std::string::npos);
+}
+
+TEST_CASE("btrace XML", "[xml][btrace]") {
+  CHECK(btrace_xml({{0x55555555528a, 0x55555555528c}, {0, 0x5555555551eb}}) ==
+        "<!DOCTYPE btrace SYSTEM \"btrace.dtd\">\n<btrace version=\"1.0\">\n"
+        "<block begin=\"0x55555555528a\" end=\"0x55555555528c\"/>\n"
+        "<block begin=\"0x0\" end=\"0x5555555551eb\"/>\n</btrace>\n");
+  CHECK(btrace_xml({}).find('\0') == std::string::npos);
+  CHECK(btrace_conf_xml(0x10000, std::nullopt) ==
+        "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n"
+        "<bts size=\"0x10000\"/>\n</btrace-conf>\n");
+  CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\"/>") != std::string::npos);
+}
+
+namespace {
+std::vector<RegisterSpec> amd64_registers() {
+  std::vector<RegisterSpec> regs;
+  int n = 0;
+  auto add = [&](std::string name, int bits, std::string type, std::string feature, std::string group = "") {
+    regs.push_back({std::move(name), bits, std::move(type), std::move(group), std::move(feature), n++});
+  };
+  const std::string core = "org.gnu.gdb.i386.core", sse = "org.gnu.gdb.i386.sse";
+  for (const char* r : {"rax", "rbx", "rcx", "rdx", "rsi", "rdi"}) add(r, 64, "int64", core);
+  add("rbp", 64, "data_ptr", core);
+  add("rsp", 64, "data_ptr", core);
+  for (int i = 8; i < 16; ++i) add("r" + std::to_string(i), 64, "int64", core);
+  add("rip", 64, "code_ptr", core);
+  add("eflags", 32, "i386_eflags", core);
+  for (const char* r : {"cs", "ss", "ds", "es", "fs", "gs"}) add(r, 32, "int32", core);
+  for (int i = 0; i < 8; ++i) add("st" + std::to_string(i), 80, "i387_ext", core);
+  for (const char* r : {"fctrl", "fstat", "ftag", "fiseg", "fioff", "foseg", "fooff", "fop"}) add(r, 32, "int", core, "float");
+  for (int i = 0; i < 16; ++i) add("xmm" + std::to_string(i), 128, "vec128", sse);
+  add("mxcsr", 32, "i386_mxcsr", sse, "vector");
+  add("orig_rax", 64, "int", "org.gnu.gdb.i386.linux");
+  add("fs_base", 64, "int", "org.gnu.gdb.i386.segments");
+  add("gs_base", 64, "int", "org.gnu.gdb.i386.segments");
+  for (int i = 0; i < 16; ++i) add("ymm" + std::to_string(i) + "h", 128, "uint128", "org.gnu.gdb.i386.avx");
+  for (int i = 0; i < 32; ++i) add("zmm" + std::to_string(i) + "h", 256, "v2ui128", "org.gnu.gdb.i386.avx512");
+  return regs;
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = hay.find(needle); pos != std::string::npos; pos = hay.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+// Minimal well-formedness check: every tag closes in order, quotes balance.
+bool well_formed(const std::string& xml) {
+  std::vector<std::string> stack;
+  size_t pos = 0;
+  while ((pos = xml.find('<', pos)) != std::string::npos) {
+    size_t end = xml.find('>', pos);
+    if (end == std::string::npos) return false;
+    std::string tag = xml.substr(pos + 1, end - pos - 1);
+    pos = end + 1;
+    if (tag.empty()) return false;
+    if (count(tag, "\"") % 2 != 0) return false;
+    if (tag[0] == '?' || tag[0] == '!') continue;
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != tag.substr(1)) return false;
+      stack.pop_back();
+      continue;
+    }
+    if (tag.back() == '/') continue;
+    stack.push_back(tag.substr(0, tag.find(' ')));
+  }
+  return stack.empty();
+}
+}  // namespace
+
+TEST_CASE("target.xml", "[xml][tdesc]") {
+  auto regs = amd64_registers();
+  std::string xml = target_xml(regs);
+  CHECK(well_formed(xml));
+  CHECK(xml.rfind("<?xml version=\"1.0\"?>\n<!DOCTYPE target SYSTEM \"gdb-target.dtd\">\n<target>\n"
+                  "<architecture>i386:x86-64</architecture>\n<osabi>GNU/Linux</osabi>\n",
+                  0) == 0);
+  for (const auto& r : regs) {
+    INFO(r.name);
+    CHECK(count(xml, "<reg name=\"" + r.name + "\" ") == 1);
+    CHECK(count(xml, "regnum=\"" + std::to_string(r.regnum) + "\"") == 1);
+  }
+  CHECK(count(xml, "<feature name=") == 6);
+  CHECK(count(xml, "<union id=\"vec128\">") == 1);
+  CHECK(count(xml, "<flags id=\"i386_eflags\"") == 1);
+  CHECK(count(xml, "<flags id=\"i386_mxcsr\"") == 1);
+  CHECK(count(xml, "<vector id=\"v2ui128\"") == 1);
+  // The union's element types come before it, inside the sse feature.
+  CHECK(xml.find("<vector id=\"v4f\"") < xml.find("<union id=\"vec128\">"));
+  CHECK(xml.find("<feature name=\"org.gnu.gdb.i386.sse\">") < xml.find("<vector id=\"v4f\""));
+  CHECK(xml.find("group=\"float\"") != std::string::npos);
+
+  CHECK(well_formed(empty_target_xml()));
+  CHECK(empty_target_xml().find("<reg") == std::string::npos);
+  CHECK(empty_target_xml().find("<architecture>i386:x86-64</architecture>") != std::string::npos);
+}
+
+TEST_CASE("fileio", "[fileio]") {
+  CHECK(fileio_to_host_open_flags(0) == O_RDONLY);
+  CHECK(fileio_to_host_open_flags(0x601) == (O_WRONLY | O_CREAT | O_TRUNC));
+  CHECK(fileio_to_host_open_flags(0x80a) == (O_RDWR | O_APPEND | O_EXCL));
+  CHECK(fileio_to_host_mode(0x1a4) == 0644);
+  CHECK(host_to_fileio_errno(ENOENT) == 2);
+  CHECK(host_to_fileio_errno(ENAMETOOLONG) == 91);
+  CHECK(host_to_fileio_errno(EXDEV) == 9999);
+  CHECK(file_result(6) == "F6");
+  CHECK(file_result(0x47d8) == "F47d8");
+  CHECK(file_result(-1) == "F-1");
+  CHECK(file_error(ENOENT) == "F-1,2");
+  const std::vector<uint8_t> data{'a', '#', 'b'};
+  CHECK(file_data(3, data) == "F3;a}\x03" "b");
+
+  struct stat st {};
+  st.st_dev = 0x01020304;
+  st.st_ino = 0x0a0b0c0d;
+  st.st_mode = S_IFREG | 0755;
+  st.st_nlink = 1;
+  st.st_uid = 1000;
+  st.st_gid = 1000;
+  st.st_size = 0x123456789aLL;
+  st.st_blksize = 4096;
+  st.st_blocks = 8;
+  st.st_atime = 0x11223344;
+  st.st_mtime = 0x55667788;
+  st.st_ctime = 0x01;
+  std::string s = encode_fio_stat(st);
+  REQUIRE(s.size() == 64);
+  auto u8 = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
+  CHECK(u8(0) == 1);
+  CHECK(u8(3) == 4);
+  CHECK(u8(4) == 0x0a);
+  // mode 0100755 big-endian at offset 8
+  CHECK(u8(8) == 0);
+  CHECK(u8(9) == 0);
+  CHECK(u8(10) == 0x81);
+  CHECK(u8(11) == 0xed);
+  CHECK(u8(30) == 0);      // st_size at 28..35
+  CHECK(u8(31) == 0x12);
+  CHECK(u8(35) == 0x9a);
+  CHECK(u8(42) == 0x10);   // blksize 4096 = 0x1000 at 36..43
+  CHECK(u8(51) == 8);      // blocks at 44..51
+  CHECK(u8(52) == 0x11);   // atime at 52
+  CHECK(u8(59) == 0x88);   // mtime at 56..59
+  CHECK(u8(63) == 1);      // ctime at 60..63
+}
