@@ -1,0 +1,58 @@
+"""LLDB 16 as a client, with `gdb-remote` and no `target create` first."""
+import re
+
+import pytest
+
+from harness import inferior, line_of, lldb, proc_state, wait_heartbeat
+
+BASIC = inferior("basic")
+
+
+def test_lldb_attach_registers_detach(procs, heartbeat):
+    """Works with gdbserver too: attach, registers, threads, detach."""
+    sleeper, pid = procs.spawn_sleeper(heartbeat)
+    srv = procs.server(["--attach", "{COMM}", str(pid)])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "register read rip xmm0 ymm0",
+              "thread list", "process detach"])
+    out = r.out
+    assert re.search(r"Process %d stopped" % pid, out), r
+    assert re.search(r"^\s+rip = 0x[0-9a-f]{16}", out, re.M), r
+    assert re.search(r"^\s+xmm0 = \{(0x[0-9a-f]{2} ?){16}\}", out, re.M), r
+    assert re.search(r"^\s+ymm0 = \{(0x[0-9a-f]{2} ?){32}\}", out, re.M), r
+    assert re.search(r"thread #1: tid = 0x%x" % pid, out), r
+    assert re.search(r"Process %d detached" % pid, out), r
+    first = wait_heartbeat(heartbeat)
+    wait_heartbeat(heartbeat, after=first)
+    assert proc_state(pid) in ("S", "R")
+
+
+@pytest.mark.branchstub_only
+def test_lldb_full_session(procs):
+    """Breakpoint shown as a breakpoint (gdbserver reports SIGTRAP at bp+1 to LLDB), bt,
+    registers, libc in `image list`, si/next/finish, a watchpoint on a global, process kill."""
+    srv = procs.server(["--once", "{COMM}", BASIC])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port,
+              "b compute", "c", "bt", "register read rip xmm0 ymm0", "image list",
+              "si", "next", "finish",
+              "watchpoint set variable counter", "breakpoint delete 1", "c",
+              "process kill"], timeout=90)
+    out = r.out
+    assert re.search(r"Breakpoint 1: where = basic`compute \+ \d+ at basic\.c:\d+", out), r
+    assert re.search(r"stop reason = breakpoint 1\.1", out), r
+    assert "SIGTRAP" not in out, r
+    assert re.search(r"frame #0: 0x[0-9a-f]+ basic`compute\(x=0\) at basic\.c:\d+", out), r
+    assert re.search(r"frame #1: 0x[0-9a-f]+ basic`main at basic\.c:%d" % line_of("basic", "loop-body"), out), r
+    assert re.search(r"frame #2: 0x[0-9a-f]+ libc\.so\.6`", out), r        # bt through libc
+    assert re.search(r"libc\.so\.6", out), r
+    assert re.search(r"^\s+rip = 0x[0-9a-f]{16}\s+basic`compute", out, re.M), r
+    assert re.search(r"^\s+xmm0 = \{", out, re.M), r
+    assert re.search(r"^\s+ymm0 = \{", out, re.M), r
+    assert re.search(r"stop reason = instruction step into", out), r
+    assert re.search(r"stop reason = step over", out), r
+    assert re.search(r"stop reason = step out", out), r
+    assert re.search(r"Watchpoint created: Watchpoint 1: addr = 0x[0-9a-f]+ size = 4", out), r
+    assert re.search(r"stop reason = watchpoint 1", out), r
+    assert re.search(r"Watchpoint 1 hit:\s+old value: 1\s+new value: 2", out), r
+    assert re.search(r"Return value: \(int\) \$0 = 1", out), r
+    assert re.search(r"Process \d+ exited with status = 9", out), r
+    assert srv.wait_exit(10) is not None
