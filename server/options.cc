@@ -102,7 +102,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --btrace-source=auto|bts|lbr|soft\n"
                                     "  --probe               print what branch-trace hardware works here\n"};
   if (version)
-    return EarlyExit{0, "branchstub " BRANCHSTUB_VERSION "\n"
+    return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
   if (no_shell) options.startup_with_shell = false;
   if (no_disable_rand) options.disable_randomization = false;

@@ -2,12 +2,14 @@
 // session, the debugged process, and the signalfd through which SIGCHLD reaches the loop.
 #pragma once
 
+#include <utility>  // Boost 1.74 asio needs std::exchange declared first in C++20
 #include <boost/asio.hpp>
 
 #include <memory>
 #include <optional>
 #include <set>
 
+#include "backend/btrace/tracer.h"
 #include "backend/process.h"
 #include "backend/probe.h"
 #include "server/log.h"

@@ -1,6 +1,7 @@
 // Byte transports for one client: a TCP socket or the server's own stdin/stdout.
 #pragma once
 
+#include <utility>  // Boost 1.74 asio needs std::exchange declared first in C++20
 #include <boost/asio.hpp>
 
 #include <deque>

@@ -3,6 +3,7 @@
 // hostio_handlers.cc, btrace.cc, lldb.cc, monitor.cc.
 #pragma once
 
+#include "backend/btrace/tracer.h"
 #include "backend/process.h"
 #include "protocol/packets.h"
 #include "server/session.h"
