@@ -1,0 +1,119 @@
+#include "backend/btrace/trace_manager.h"
+
+#include <cerrno>
+
+namespace backend {
+
+TraceManager::TraceManager(TraceSource preferred, PcReader current_pc)
+    : preferred_(preferred), current_pc_(std::move(current_pc)) {}
+
+TraceManager::~TraceManager() = default;
+
+const char* TraceManager::name_of(Kind kind) {
+  switch (kind) {
+    case Kind::Software: return "software";
+    case Kind::PerfBts: return "perf-bts";
+    case Kind::Lbr: return "lbr";
+  }
+  return "software";
+}
+
+Result<void> TraceManager::enable(pid_t tid) {
+  if (threads_.count(tid)) return Error{EALREADY, "Btrace already enabled."};
+  ThreadTrace trace;
+  if (preferred_ == TraceSource::PerfBts || preferred_ == TraceSource::Auto) {
+    auto perf = PerfBtsSource::open(tid, buffer_size_);
+    if (perf) {
+      trace.kind = Kind::PerfBts;
+      trace.perf = std::move(*perf);
+    } else if (preferred_ == TraceSource::PerfBts) {
+      return perf.error();  // asked for BTS explicitly: say why it does not work
+    }
+  }
+  if (!trace.perf) {
+    if (preferred_ == TraceSource::Lbr) {
+      if (!lbr_reader_)
+        return Error{ENODEV, "Failed to start recording: the msr_helper module is not loaded "
+                             "(/dev/msr_helper missing); see 'branchstub --probe'."};
+      trace.kind = Kind::Lbr;
+    } else {
+      trace.kind = Kind::Software;
+    }
+    trace.ring = std::make_unique<BranchRing>(buffer_size_);
+  }
+  last_kind_ = trace.kind;
+  threads_.emplace(tid, std::move(trace));
+  return {};
+}
+
+Result<void> TraceManager::disable(pid_t tid) {
+  if (!threads_.erase(tid)) return Error{ENOENT, "Branch tracing not enabled."};
+  return {};
+}
+
+bool TraceManager::enabled(pid_t tid) const { return threads_.count(tid) != 0; }
+
+void TraceManager::set_buffer_size(uint64_t bytes) { buffer_size_ = bytes == 0 ? kDefaultBufferSize : bytes; }
+
+uint64_t TraceManager::buffer_size(pid_t tid) const {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return buffer_size_;
+  if (it->second.perf) return it->second.perf->size_bytes();
+  return it->second.ring->size_bytes();
+}
+
+Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return Error{ENOENT, "Btrace not enabled."};
+  uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
+  if (it->second.perf) return it->second.perf->read(kind, pc);
+  return it->second.ring->read(kind, pc);
+}
+
+std::vector<Branch> TraceManager::history(pid_t tid, size_t n) const {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.ring) return {};
+  return it->second.ring->newest(n);
+}
+
+std::string TraceManager::source_name() const {
+  if (threads_.empty()) {
+    switch (preferred_) {
+      case TraceSource::PerfBts: return "perf-bts";
+      case TraceSource::Lbr: return "lbr";
+      case TraceSource::Software: return "software";
+      case TraceSource::Auto: return "auto (perf-bts where it works, else software)";
+    }
+  }
+  return name_of(last_kind_);
+}
+
+bool TraceManager::software_traced(pid_t tid) const {
+  auto it = threads_.find(tid);
+  return it != threads_.end() && it->second.kind == Kind::Software;
+}
+
+bool TraceManager::any_software_traced() const {
+  for (const auto& [tid, trace] : threads_)
+    if (trace.kind == Kind::Software) return true;
+  return false;
+}
+
+void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
+  auto it = threads_.find(tid);
+  if (it != threads_.end() && it->second.ring) it->second.ring->push(from, to);
+}
+
+void TraceManager::thread_stopped(pid_t tid) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || it->second.kind != Kind::Lbr || !lbr_reader_) return;
+  uint64_t sequence = 0;
+  auto branches = lbr_reader_(tid, &sequence);  // oldest first
+  if (sequence == it->second.lbr_sequence) return;  // no new stop since the last snapshot
+  it->second.lbr_sequence = sequence;
+  for (const auto& b : branches) it->second.ring->push(b.from, b.to);
+}
+
+void TraceManager::thread_exited(pid_t tid) { threads_.erase(tid); }
+
+}  // namespace backend

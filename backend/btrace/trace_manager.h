@@ -1,0 +1,67 @@
+// The BranchTracer the server talks to. Per thread it picks a source when GDB enables
+// recording: perf BTS where the kernel gives it (Intel bare metal), the msr_helper LBR module
+// when asked for, otherwise the software source, whose branches the process engine records
+// while it runs the thread block by block.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "backend/btrace/branch_ring.h"
+#include "backend/btrace/perf_bts.h"
+#include "backend/btrace/tracer.h"
+
+namespace backend {
+
+class TraceManager : public BranchTracer {
+ public:
+  using PcReader = std::function<uint64_t(pid_t tid)>;
+  using LbrReader = std::function<std::vector<Branch>(pid_t tid, uint64_t* sequence)>;
+  static constexpr uint64_t kDefaultBufferSize = 64 * 1024;  // GDB's default BTS buffer
+
+  TraceManager(TraceSource preferred, PcReader current_pc);
+  ~TraceManager() override;
+
+  // BranchTracer
+  Result<void> enable(pid_t tid) override;
+  Result<void> disable(pid_t tid) override;
+  bool enabled(pid_t tid) const override;
+  void set_buffer_size(uint64_t bytes) override;
+  uint64_t buffer_size(pid_t tid) const override;
+  Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) override;
+  std::vector<Branch> history(pid_t tid, size_t n) const override;
+  std::string source_name() const override;
+
+  // ---- for the process engine ----
+  // Threads whose branches the engine must record itself (software source).
+  bool software_traced(pid_t tid) const;
+  bool any_software_traced() const;
+  void record(pid_t tid, uint64_t from, uint64_t to);
+  // The thread stopped: LBR-backed threads take their snapshot now.
+  void thread_stopped(pid_t tid);
+  // A thread exited: its trace is freed (gdbserver does the same).
+  void thread_exited(pid_t tid);
+  void set_lbr_reader(LbrReader reader) { lbr_reader_ = std::move(reader); }
+
+ private:
+  enum class Kind { Software, PerfBts, Lbr };
+  struct ThreadTrace {
+    Kind kind = Kind::Software;
+    std::unique_ptr<BranchRing> ring;        // Software and Lbr
+    std::unique_ptr<PerfBtsSource> perf;     // PerfBts
+    uint64_t lbr_sequence = 0;
+  };
+  static const char* name_of(Kind kind);
+
+  TraceSource preferred_;
+  PcReader current_pc_;
+  LbrReader lbr_reader_;
+  uint64_t buffer_size_ = kDefaultBufferSize;
+  std::map<pid_t, ThreadTrace> threads_;
+  Kind last_kind_ = Kind::Software;
+};
+
+}  // namespace backend
