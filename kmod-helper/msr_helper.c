@@ -244,7 +244,8 @@ struct msrh_target {
 	raw_spinlock_t lock;      /* protects everything below */
 	bool unlinked;            /* under msrh_lock */
 	bool removed;
-	bool trap_pending;        /* a trap snapshot was taken since the last switch-in */
+	bool trap_pending;        /* a trap snapshot was taken; keep it until resumed */
+	bool stopped;             /* switched out in a ptrace stop (TASK_TRACED) */
 	bool conflict;
 	/* raw stack saved at switch-out, written back at switch-in (real LBR only) */
 	u64 raw_tos;
@@ -375,6 +376,13 @@ static void msrh_switch_out(struct msrh_target *t, struct task_struct *prev)
 	u64 ip = task_pt_regs(prev)->ip;
 
 	raw_spin_lock(&t->lock);
+	/*
+	 * A trap snapshot stays until the thread is resumed from a ptrace stop: switch-outs
+	 * between the trap and the stop (preemption on the way to ptrace_stop()) and the stop
+	 * itself do not replace it.
+	 */
+	if (task_is_traced(prev))
+		t->stopped = true;
 	if (simulate_lbr) {
 		if (!t->removed && !t->trap_pending)
 			msrh_publish_sim(t, MSRH_SNAP_SWITCH, ip);
@@ -399,7 +407,10 @@ static void msrh_switch_in(struct msrh_target *t, struct task_struct *next)
 	u32 i;
 
 	raw_spin_lock(&t->lock);
-	t->trap_pending = false;
+	if (t->stopped) { /* resumed by the tracer: the next stop needs a new snapshot */
+		t->stopped = false;
+		t->trap_pending = false;
+	}
 	if (simulate_lbr || t->removed)
 		goto out;
 	if (this_cpu_read(msrh_cpu_owner) || msrh_rdmsr_safe(MSRH_MSR_DEBUGCTL, &dbg) ||
@@ -621,6 +632,7 @@ static long msrh_ioc_info(void __user *arg)
 		return -EFAULT;
 	if (info.size != sizeof(info))
 		return -EINVAL;
+	rcu_barrier(); /* let queued frees run, so live_objects is exact */
 	memset(&info, 0, sizeof(info));
 	info.size = sizeof(info);
 	info.abi_version = MSRH_ABI_VERSION;
