@@ -10,8 +10,8 @@
 int main(void)
 {
     sink = region();
-    trace_begin();
+    trace_begin();              /* LINE:call-trace-begin */
     sink = region();            /* LINE:traced-call */
-    trace_end();
+    trace_end();                /* LINE:call-trace-end */
     return 0;
 }
