@@ -1,0 +1,56 @@
+// Software breakpoints (int3) with shadow bytes. One entry per address, refcounted per owner so
+// the client (Z0) and internal users (software tracer, stepbranch) can share an address.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+
+#include "backend/error.h"
+#include "backend/memory.h"
+
+namespace backend {
+
+enum class BreakpointOwner { Client, Internal };
+
+class SoftwareBreakpoints {
+ public:
+  static constexpr uint8_t kInt3 = 0xcc;
+
+  Result<void> insert(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner);
+  Result<void> remove(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner);
+
+  bool contains(uint64_t addr) const { return table_.count(addr) != 0; }
+  bool has_client(uint64_t addr) const;
+  bool has_internal(uint64_t addr) const;
+  bool empty() const { return table_.empty(); }
+
+  // Step-over support: put the original byte back for a moment, then the int3 again.
+  Result<void> lift(const ProcMemory& mem, uint64_t addr);
+  Result<void> lower(const ProcMemory& mem, uint64_t addr);
+
+  // Reads: replace our int3s in `buf` (read from addr) by the original bytes.
+  void unshadow(uint64_t addr, std::span<uint8_t> buf) const;
+  // Writes: record the new original bytes under our breakpoints and keep the int3s in `buf`.
+  void shadow_write(uint64_t addr, std::span<uint8_t> buf);
+
+  // Restores every original byte (detach) and forgets the table.
+  void restore_all(const ProcMemory& mem);
+  // Writes original bytes into another address space (a fork child got copies of our int3s).
+  void restore_into(const ProcMemory& other) const;
+  // Puts all int3s back (after restore_into on a shared vfork address space).
+  void reinsert_all(const ProcMemory& mem) const;
+  // Forgets everything without touching memory (after exec the old image is gone).
+  void clear() { table_.clear(); }
+
+ private:
+  struct Entry {
+    uint8_t original = 0;
+    int client_refs = 0;
+    int internal_refs = 0;
+    bool lifted = false;
+  };
+  std::map<uint64_t, Entry> table_;
+};
+
+}  // namespace backend

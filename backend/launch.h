@@ -1,0 +1,28 @@
+// Starting a program under ptrace the way gdbserver does: fork, PTRACE_TRACEME, personality,
+// working directory, environment, stdio; exec directly or through the shell, with a wrapper;
+// then run through the shell's/wrapper's execs until the real program's exec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/error.h"
+#include "backend/process.h"
+
+namespace backend {
+
+// Quotes one word for `sh -c` (single quotes; a ' becomes '\'').
+std::string shell_quote(const std::string& word);
+// The command line given to the shell: "exec wrapper... prog args..." quoted.
+std::string shell_command(const LaunchOptions& options);
+// Absolute path of the program as execvp would find it ("" if not found).
+std::string resolve_program(const std::string& program);
+
+// Forks and execs; on success the child is ptrace-stopped right after the real program's
+// exec (ld.so entry), with PTRACE_O_EXITKILL|TRACEEXEC set. Error if the program could not
+// start ("During startup program exited with code 127.").
+Result<pid_t> launch_traced(const LaunchOptions& options);
+
+}  // namespace backend

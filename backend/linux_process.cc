@@ -1,0 +1,676 @@
+#include "backend/linux_process.h"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/launch.h"
+#include "backend/proc_info.h"
+
+namespace backend {
+
+namespace {
+
+constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEFORK |
+                               PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE;
+
+int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
+
+// Placeholder until the branch-trace engineer wires the real tracer in.
+class UnavailableTracer final : public BranchTracer {
+ public:
+  Result<void> enable(pid_t) override {
+    return Error{ENOSYS, "Failed to start recording: branch tracing is not built yet."};
+  }
+  Result<void> disable(pid_t) override { return Error{ENOSYS, "Branch tracing is not enabled."}; }
+  bool enabled(pid_t) const override { return false; }
+  void set_buffer_size(uint64_t bytes) override { size_ = bytes; }
+  uint64_t buffer_size(pid_t) const override { return size_; }
+  Result<std::vector<TraceBlock>> read(pid_t, TraceRead) override {
+    return Error{ENOSYS, "Branch tracing is not enabled."};
+  }
+  std::vector<Branch> history(pid_t, size_t) const override { return {}; }
+  std::string source_name() const override { return "none"; }
+
+ private:
+  uint64_t size_ = 64 * 1024;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- creation
+
+Result<std::unique_ptr<Process>> Process::launch(const LaunchOptions& options) {
+  auto p = LinuxProcess::launch_process(options);
+  if (!p) return p.error();
+  return std::unique_ptr<Process>(std::move(p.value()));
+}
+
+Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
+  auto p = LinuxProcess::attach_process(pid);
+  if (!p) return p.error();
+  return std::unique_ptr<Process>(std::move(p.value()));
+}
+
+LinuxProcess::LinuxProcess(pid_t pid, bool attached)
+    : pid_(pid), attached_(attached), layout_(make_register_layout(host_xcr0())), mem_(pid),
+      tracer_(std::make_unique<UnavailableTracer>()) {}
+
+LinuxProcess::~LinuxProcess() {
+  // Launched programs die with us (as gdbserver's do); attached ones are let go.
+  if (!alive_) return;
+  if (attached_) (void)detach();
+  else (void)kill();
+}
+
+void LinuxProcess::set_trace_options(pid_t tid) {
+  // EXITKILL only for what we launched: an attached program must survive the server.
+  long opts = kTraceOptions | (attached_ ? 0 : PTRACE_O_EXITKILL);
+  ::ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(opts));
+}
+
+Result<std::unique_ptr<LinuxProcess>> LinuxProcess::launch_process(const LaunchOptions& options) {
+  auto pid = launch_traced(options);
+  if (!pid) return pid.error();
+  std::unique_ptr<LinuxProcess> p(new LinuxProcess(*pid, false));
+  p->set_trace_options(*pid);
+  p->threads_[*pid] = Thread{*pid};
+  p->last_stop_ = p->make_event(StopKind::Signal, *pid, SIGTRAP);
+  return p;
+}
+
+Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH))
+    return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
+  std::unique_ptr<LinuxProcess> p(new LinuxProcess(pid, true));
+  // Threads may be created while we attach: re-scan until no new one shows up.
+  for (bool added = true; added;) {
+    added = false;
+    for (pid_t tid : list_tasks(pid)) {
+      if (p->threads_.count(tid)) continue;
+      if (::ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
+        int e = errno;
+        if (e == ESRCH && tid != pid) continue;  // the thread exited meanwhile
+        p->alive_ = false;
+        for (auto& [other, t] : p->threads_) ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
+        if (e == EPERM)
+          return Error{EPERM, fmt::format("Cannot attach to process {}: Operation not permitted (is it already "
+                                          "traced, owned by another user, or does "
+                                          "/proc/sys/kernel/yama/ptrace_scope forbid it?).", pid)};
+        return errno_error(fmt::format("Cannot attach to process {}", pid), e);
+      }
+      Thread t{tid};
+      // Wait for the attach SIGSTOP; any other signal that comes first is passed on later.
+      for (;;) {
+        int status = 0;
+        if (::waitpid(tid, &status, __WALL) < 0) {
+          if (errno == EINTR) continue;
+          break;
+        }
+        if (!WIFSTOPPED(status)) break;
+        if (WSTOPSIG(status) == SIGSTOP) break;
+        if (WSTOPSIG(status) != SIGTRAP) t.deliver_signal = WSTOPSIG(status);
+        ::ptrace(PTRACE_CONT, tid, nullptr, nullptr);
+      }
+      p->threads_[tid] = t;
+      added = true;
+    }
+  }
+  if (!p->threads_.count(pid)) {
+    p->alive_ = false;
+    return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
+  }
+  for (auto& [tid, t] : p->threads_) p->set_trace_options(tid);
+  p->last_stop_ = p->make_event(StopKind::Signal, pid, 0);  // GDB shows T00 after attach
+  return p;
+}
+
+// ---------------------------------------------------------------- small helpers
+
+std::vector<pid_t> LinuxProcess::threads() const {
+  std::vector<pid_t> out;
+  if (threads_.count(pid_)) out.push_back(pid_);
+  for (const auto& [tid, t] : threads_)
+    if (tid != pid_) out.push_back(tid);
+  return out;
+}
+
+std::string LinuxProcess::thread_name(pid_t tid) const { return read_thread_name(pid_, tid); }
+int LinuxProcess::thread_core(pid_t tid) const { return read_thread_core(pid_, tid); }
+
+LinuxProcess::Thread* LinuxProcess::find(pid_t tid) {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? nullptr : &it->second;
+}
+
+uint64_t LinuxProcess::get_pc(pid_t tid) const {
+  errno = 0;
+  long v = ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
+  return errno ? 0 : static_cast<uint64_t>(v);
+}
+
+void LinuxProcess::set_pc(pid_t tid, uint64_t pc) const {
+  ::ptrace(PTRACE_POKEUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), reinterpret_cast<void*>(pc));
+}
+
+StopEvent LinuxProcess::make_event(StopKind kind, pid_t tid, int signo) const {
+  StopEvent ev;
+  ev.kind = kind;
+  ev.pid = pid_;
+  ev.tid = tid;
+  ev.signo = signo;
+  return ev;
+}
+
+bool LinuxProcess::all_stopped() const {
+  for (const auto& [tid, t] : threads_)
+    if (t.running) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------- execution
+
+Result<void> LinuxProcess::resume(const ResumePlan& plan) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (running_) return Error{EBUSY, "The process is already running."};
+
+  std::map<pid_t, ResumeAction> actions;
+  for (const auto& [tid, t] : threads_) {
+    auto it = plan.threads.find(tid);
+    std::optional<ResumeAction> a = it != plan.threads.end() ? std::optional(it->second) : plan.others;
+    if (a && a->kind != ResumeKind::Stop) actions[tid] = *a;
+  }
+  for (const auto& [tid, a] : plan.threads)
+    if (!threads_.count(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  if (actions.empty()) return Error{EINVAL, "No thread to resume."};
+
+  // A thread that already has an event to report reports it now and nobody runs
+  // (gdbserver's pending status). A breakpoint that was removed meanwhile is forgotten.
+  for (auto& [tid, a] : actions) {
+    Thread& t = threads_[tid];
+    if (!t.pending) continue;
+    if (t.pending->kind == StopKind::Breakpoint && !breakpoints_.contains(get_pc(tid))) {
+      t.pending.reset();
+      continue;
+    }
+    ready_event_ = *t.pending;
+    t.pending.reset();
+    running_ = true;
+    return {};
+  }
+
+  for (auto& [tid, a] : actions) {
+    Thread& t = threads_[tid];
+    t.action = a;
+    if (a.signo == 0 && t.deliver_signal) actions[tid].signo = t.deliver_signal;
+    t.deliver_signal = 0;
+    t.last_signal = 0;
+  }
+  deferred_ = std::move(actions);
+  running_ = true;
+  start_deferred();
+  return {};
+}
+
+// Resumes the deferred threads, but first steps each one that sits on a software breakpoint
+// over it alone (lift the int3, single-step, put it back) while the others wait.
+void LinuxProcess::start_deferred() {
+  for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+    Thread* t = find(it->first);
+    if (!t) continue;
+    uint64_t pc = get_pc(t->tid);
+    if (!breakpoints_.contains(pc)) continue;
+    int signo = it->second.signo;
+    t->action.signo = 0;  // the signal goes with the step-over
+    deferred_.erase(it);
+    if (!breakpoints_.lift(mem_, pc)) continue;
+    t->mode = RunMode::StepOverBreakpoint;
+    t->step_over_addr = pc;
+    resume_thread(*t, signo);
+    return;
+  }
+  auto todo = std::move(deferred_);
+  deferred_.clear();
+  for (auto& [tid, a] : todo) {
+    Thread* t = find(tid);
+    if (!t) continue;
+    t->mode = a.kind == ResumeKind::RangeStep ? RunMode::RangeStep : RunMode::Normal;
+    resume_thread(*t, a.signo);
+  }
+}
+
+void LinuxProcess::resume_thread(Thread& t, int signo) {
+  bool single = t.mode == RunMode::StepOverBreakpoint || t.mode == RunMode::RangeStep ||
+                (t.mode == RunMode::Normal && t.action.kind == ResumeKind::Step);
+  if (::ptrace(single ? PTRACE_SINGLESTEP : PTRACE_CONT, t.tid, nullptr,
+               reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
+    return;  // ESRCH: the thread is gone; its exit status will tell
+  t.stepping = single;
+  t.running = true;
+}
+
+void LinuxProcess::interrupt() {
+  if (!alive_ || !running_ || event_ || ready_event_) return;
+  // A SIGSTOP of ours, reported as SIGINT: nothing stale is left to deliver afterwards.
+  Thread* target = find(pid_);
+  if (!target || !target->running) {
+    target = nullptr;
+    for (auto& [tid, t] : threads_)
+      if (t.running) { target = &t; break; }
+  }
+  if (!target) return;
+  interrupt_requested_ = true;
+  if (!target->sigstop_expected && tgkill(pid_, target->tid, SIGSTOP) == 0) target->sigstop_expected = true;
+}
+
+std::optional<StopEvent> LinuxProcess::poll_events() {
+  auto finish = [this](StopEvent ev) {
+    event_.reset();
+    ready_event_.reset();
+    running_ = false;
+    interrupt_requested_ = false;
+    last_stop_ = ev;
+    return ev;
+  };
+  if (ready_event_) return finish(*ready_event_);
+  if (!alive_) return std::nullopt;
+
+  // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
+  for (bool progress = true; progress && alive_;) {
+    progress = false;
+    std::vector<pid_t> tids;
+    for (const auto& [tid, t] : threads_) tids.push_back(tid);
+    for (pid_t tid : tids) {
+      if (!alive_) break;
+      int status = 0;
+      pid_t w = ::waitpid(tid, &status, WNOHANG | __WALL);
+      if (w == 0) continue;
+      if (w < 0) {
+        if (errno == ECHILD && tid != pid_) threads_.erase(tid);  // vanished (exec by another thread)
+        continue;
+      }
+      progress = true;
+      handle_stop(tid, status);
+    }
+  }
+  if (!alive_) return finish(last_stop_);  // forget_process() put the exit event there
+  if (event_ && all_stopped()) return finish(*event_);
+  return std::nullopt;
+}
+
+void LinuxProcess::forget_process(StopEvent exit_event) {
+  alive_ = false;
+  threads_.clear();
+  deferred_.clear();
+  event_.reset();
+  mem_.close();
+  breakpoints_.clear();
+  debug_.clear();
+  last_stop_ = std::move(exit_event);
+}
+
+void LinuxProcess::handle_stop(pid_t tid, int status) {
+  Thread* t = find(tid);
+  if (!t) return;
+  if (WIFEXITED(status) || WIFSIGNALED(status)) {
+    if (tid == pid_) {
+      // The leader is reaped last (after every other thread): the whole process is gone.
+      StopEvent ev = WIFEXITED(status) ? make_event(StopKind::Exited, tid) : make_event(StopKind::Killed, tid, WTERMSIG(status));
+      ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      forget_process(ev);
+    } else {
+      deferred_.erase(tid);
+      threads_.erase(tid);
+    }
+    return;
+  }
+  if (!WIFSTOPPED(status)) return;
+  t->running = false;
+  int sig = WSTOPSIG(status), event = status >> 16;
+
+  if (sig == SIGTRAP && event != 0) return handle_ptrace_event(*t, event);
+
+  if (sig == SIGSTOP && t->sigstop_expected) {
+    t->sigstop_expected = false;
+    if (interrupt_requested_ && !event_) {
+      interrupt_requested_ = false;
+      return report(*t, make_event(StopKind::Signal, t->tid, SIGINT));
+    }
+    if (!event_ && deferred_.empty()) resume_thread(*t, 0);  // a leftover stop of ours: carry on
+    return;
+  }
+
+  if (sig == SIGTRAP) return handle_trap(*t);
+
+  // Signals to pass without telling the client are re-delivered at once.
+  if (pass_signals_.count(sig)) {
+    if (!event_) {
+      resume_thread(*t, sig);
+    } else {
+      t->deliver_signal = sig;
+      if (t->mode == RunMode::StepOverBreakpoint) {
+        (void)breakpoints_.lower(mem_, t->step_over_addr);
+        t->mode = RunMode::Normal;
+      }
+    }
+    return;
+  }
+  t->last_signal = sig;
+  report(*t, make_event(StopKind::Signal, t->tid, sig));
+}
+
+void LinuxProcess::handle_trap(Thread& t) {
+  siginfo_t si{};
+  ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
+  // Hardware breakpoints and watchpoints first (DR6 says which slot fired).
+  if (auto hit = debug_.take_hit(t.tid)) {
+    if (hit->kind == HwKind::Execute) return report(t, make_event(StopKind::HwBreakpoint, t.tid, SIGTRAP));
+    StopEvent ev = make_event(StopKind::Watchpoint, t.tid, SIGTRAP);
+    ev.watch_addr = hit->addr;
+    ev.watch_type = hit->kind == HwKind::Write ? WatchType::Write
+                    : hit->kind == HwKind::Read ? WatchType::Read : WatchType::Access;
+    return report(t, ev);
+  }
+  uint64_t pc = get_pc(t.tid);
+  if (si.si_code == SI_KERNEL && breakpoints_.contains(pc - 1)) {
+    // int3 leaves pc after itself: rewind to the breakpoint address.
+    set_pc(t.tid, pc - 1);
+    // (Software tracer / stepbranch: an internal-only breakpoint for a thread in their mode is
+    // handled here before being reported.)
+    return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
+  }
+  if (t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL) return handle_step_done(t);
+  // Anything else is the program's own trap (its int3, raise(SIGTRAP)).
+  t.last_signal = SIGTRAP;
+  report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+}
+
+void LinuxProcess::handle_step_done(Thread& t) {
+  uint64_t pc = get_pc(t.tid);
+  if (t.mode == RunMode::StepOverBreakpoint) {
+    (void)breakpoints_.lower(mem_, t.step_over_addr);
+    t.mode = RunMode::Normal;
+    bool in_range = t.action.kind == ResumeKind::RangeStep && t.action.range_start <= pc && pc < t.action.range_end;
+    if (t.action.kind == ResumeKind::Step || (t.action.kind == ResumeKind::RangeStep && !in_range)) {
+      deferred_.clear();  // the others never ran: the step alone is the event
+      return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+    }
+    ResumeAction next = t.action;
+    next.signo = 0;
+    deferred_[t.tid] = next;
+    if (!event_) start_deferred();
+    return;
+  }
+  if (t.mode == RunMode::RangeStep) {
+    // Stop early on a breakpoint address: GDB then sees it as reached.
+    if (t.action.range_start <= pc && pc < t.action.range_end && !breakpoints_.has_client(pc)) {
+      if (!event_) resume_thread(t, 0);
+      return;
+    }
+  }
+  report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+}
+
+void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
+  unsigned long msg = 0;
+  ::ptrace(PTRACE_GETEVENTMSG, t.tid, nullptr, &msg);
+  const pid_t child = static_cast<pid_t>(msg);
+  bool keep_going = !event_;
+  switch (event) {
+    case PTRACE_EVENT_CLONE: {
+      // The new thread starts with a SIGSTOP; take it now so the thread is known and stopped.
+      int status = 0;
+      while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}
+      Thread nt{child};
+      nt.action = ResumeAction{};  // new threads continue
+      (void)debug_.apply(child);
+      threads_[child] = nt;
+      if (!deferred_.empty()) deferred_[child] = ResumeAction{};
+      else if (keep_going) resume_thread(threads_[child], 0);
+      break;
+    }
+    case PTRACE_EVENT_FORK:
+    case PTRACE_EVENT_VFORK: {
+      // No fork events for the client yet: let the child go, without our int3s and debug registers.
+      int status = 0;
+      while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}
+      if (event == PTRACE_EVENT_FORK) {
+        ProcMemory child_mem(child);
+        breakpoints_.restore_into(child_mem);
+      } else {
+        breakpoints_.restore_into(mem_);  // shared memory until exec/exit: put them back at VFORK_DONE
+      }
+      DebugRegisters::clear_thread(child);
+      ::ptrace(PTRACE_DETACH, child, nullptr, nullptr);
+      break;
+    }
+    case PTRACE_EVENT_VFORK_DONE:
+      breakpoints_.reinsert_all(mem_);
+      break;
+    case PTRACE_EVENT_EXEC: {
+      // The image changed: breakpoints are gone, only this thread (now the leader) remains.
+      // Without exec events GDB gets a SIGTRAP stop.
+      Thread leader{pid_};
+      threads_.clear();
+      deferred_.clear();
+      event_.reset();
+      threads_[pid_] = leader;
+      breakpoints_.clear();
+      mem_.open(pid_);
+      (void)debug_.apply(pid_);
+      StopEvent ev = make_event(StopKind::Signal, pid_, SIGTRAP);
+      if (auto path = read_exe_path(pid_)) ev.exec_path = *path;
+      return report(threads_[pid_], ev);
+    }
+    default:
+      break;
+  }
+  if (keep_going && deferred_.empty()) resume_thread(t, 0);
+  else if (!deferred_.empty() && !t.running && t.mode == RunMode::StepOverBreakpoint) resume_thread(t, 0);
+}
+
+void LinuxProcess::report(Thread& t, StopEvent ev) {
+  if (t.mode == RunMode::StepOverBreakpoint) {
+    (void)breakpoints_.lower(mem_, t.step_over_addr);
+    t.mode = RunMode::Normal;
+  }
+  if (event_) {
+    t.pending = std::move(ev);
+    return;
+  }
+  event_ = std::move(ev);
+  deferred_.clear();  // threads waiting for a step-over never ran; they stay stopped
+  stop_others();
+}
+
+void LinuxProcess::stop_others() {
+  for (auto& [tid, t] : threads_)
+    if (t.running && !t.sigstop_expected && tgkill(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
+}
+
+Result<void> LinuxProcess::step_branch(pid_t, uint32_t) {
+  return Error{ENOSYS, "stepbranch is not available yet."};
+}
+
+// Stops every running thread right now (for detach/kill while running).
+void LinuxProcess::stop_all_sync() {
+  if (!running_) return;
+  stop_others();
+  while (alive_ && !all_stopped()) {
+    bool progress = false;
+    for (auto& [tid, t] : std::map<pid_t, Thread>(threads_)) {
+      if (!t.running) continue;
+      int status = 0;
+      if (::waitpid(tid, &status, __WALL) == tid) {
+        progress = true;
+        handle_stop(tid, status);
+        if (!alive_) break;
+        stop_others();  // handle_stop may have resumed someone
+      }
+    }
+    if (!progress) break;
+  }
+  if (event_) last_stop_ = *event_;
+  event_.reset();
+  ready_event_.reset();
+  running_ = false;
+}
+
+Result<void> LinuxProcess::detach() {
+  if (!alive_) return {};
+  stop_all_sync();
+  if (!alive_) return {};
+  breakpoints_.restore_all(mem_);
+  for (auto& [tid, t] : threads_) {
+    DebugRegisters::clear_thread(tid);
+    int sig = t.deliver_signal;
+    if (!sig && t.pending && t.pending->kind == StopKind::Signal) sig = t.pending->signo;
+    if (!sig && t.last_signal && t.last_signal != SIGTRAP &&
+        (!program_signals_set_ || program_signals_.count(t.last_signal)))
+      sig = t.last_signal;
+    // Our SIGSTOP is still queued: collect it first, or the program would stop untraced.
+    if (t.sigstop_expected && ::ptrace(PTRACE_CONT, tid, nullptr, nullptr) == 0) {
+      for (;;) {
+        int status = 0;
+        if (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) continue;
+        if (!WIFSTOPPED(status) || WSTOPSIG(status) == SIGSTOP) break;
+        if (WSTOPSIG(status) != SIGTRAP) sig = WSTOPSIG(status);
+        ::ptrace(PTRACE_CONT, tid, nullptr, nullptr);
+      }
+    }
+    ::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+  }
+  forget_process(make_event(StopKind::Exited, pid_));
+  return {};
+}
+
+Result<void> LinuxProcess::kill() {
+  if (!alive_) return {};
+  ::kill(pid_, SIGKILL);
+  // Reap every thread, the leader last, so nothing is left as a zombie.
+  for (auto& [tid, t] : threads_) {
+    if (tid == pid_) continue;
+    int status = 0;
+    while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+  }
+  for (;;) {
+    int status = 0;
+    pid_t w = ::waitpid(pid_, &status, __WALL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 || WIFEXITED(status) || WIFSIGNALED(status)) break;
+  }
+  running_ = false;
+  forget_process(make_event(StopKind::Killed, pid_, SIGKILL));
+  return {};
+}
+
+// ---------------------------------------------------------------- signals
+
+void LinuxProcess::set_catch_syscalls(bool, std::set<int>) {
+  // Not implemented yet (would need PTRACE_O_TRACESYSGOOD and PTRACE_SYSCALL resumes).
+}
+
+Result<std::vector<uint8_t>> LinuxProcess::siginfo(pid_t tid) {
+  std::vector<uint8_t> out(128, 0);
+  static_assert(sizeof(siginfo_t) == 128);
+  if (::ptrace(PTRACE_GETSIGINFO, tid, nullptr, out.data()) != 0)
+    return errno_error(fmt::format("Cannot read the siginfo of thread {}", tid));
+  return out;
+}
+
+// ---------------------------------------------------------------- registers
+
+Result<RegisterFile> LinuxProcess::read_registers(pid_t tid) {
+  if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  std::string err;
+  auto f = RegisterAccess::read(tid, layout_, &err);
+  if (!f) return Error{errno ? errno : EIO, err};
+  return std::move(*f);
+}
+
+Result<void> LinuxProcess::write_registers(pid_t tid, const RegisterFile& regs) {
+  if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  std::string err;
+  if (!RegisterAccess::write(tid, layout_, regs, &err)) return Error{errno ? errno : EIO, err};
+  return {};
+}
+
+// ---------------------------------------------------------------- memory
+
+Result<size_t> LinuxProcess::read_memory(uint64_t addr, std::span<uint8_t> out) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  auto n = mem_.read(addr, out);
+  if (!n) return n;
+  breakpoints_.unshadow(addr, out.first(*n));
+  return n;
+}
+
+Result<size_t> LinuxProcess::write_memory(uint64_t addr, std::span<const uint8_t> data) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  std::vector<uint8_t> copy(data.begin(), data.end());
+  breakpoints_.shadow_write(addr, copy);  // keeps our int3s, remembers the new originals
+  return mem_.write(addr, copy);
+}
+
+// ---------------------------------------------------------------- breakpoints
+
+Result<void> LinuxProcess::insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (kind == BreakpointKind::Software) return breakpoints_.insert(mem_, addr, BreakpointOwner::Client);
+  HwKind hk = kind == BreakpointKind::Hardware ? HwKind::Execute
+              : kind == BreakpointKind::WriteWatch ? HwKind::Write
+              : kind == BreakpointKind::ReadWatch ? HwKind::Read : HwKind::Access;
+  if (auto r = debug_.insert(hk, addr, len); !r) return r;
+  for (auto& [tid, t] : threads_)
+    if (auto r = debug_.apply(tid); !r) {
+      (void)debug_.remove(hk, addr, len);
+      for (auto& [other, t2] : threads_) (void)debug_.apply(other);
+      return r;
+    }
+  return {};
+}
+
+Result<void> LinuxProcess::remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (kind == BreakpointKind::Software) return breakpoints_.remove(mem_, addr, BreakpointOwner::Client);
+  HwKind hk = kind == BreakpointKind::Hardware ? HwKind::Execute
+              : kind == BreakpointKind::WriteWatch ? HwKind::Write
+              : kind == BreakpointKind::ReadWatch ? HwKind::Read : HwKind::Access;
+  if (auto r = debug_.remove(hk, addr, len); !r) return r;
+  for (auto& [tid, t] : threads_) (void)debug_.apply(tid);
+  return {};
+}
+
+Result<void> LinuxProcess::insert_internal_breakpoint(uint64_t addr) {
+  return breakpoints_.insert(mem_, addr, BreakpointOwner::Internal);
+}
+
+Result<void> LinuxProcess::remove_internal_breakpoint(uint64_t addr) {
+  return breakpoints_.remove(mem_, addr, BreakpointOwner::Internal);
+}
+
+// ---------------------------------------------------------------- information
+
+Result<std::vector<uint8_t>> LinuxProcess::auxv() { return read_auxv(pid_); }
+Result<std::string> LinuxProcess::exe_path() { return read_exe_path(pid_); }
+Result<std::vector<MemoryRegion>> LinuxProcess::memory_map() { return read_memory_map(pid_); }
+
+Result<std::vector<LibraryInfo>> LinuxProcess::libraries(uint64_t* main_lm) {
+  auto av = read_auxv(pid_);
+  if (!av) return av.error();
+  return read_libraries(*av, [this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    auto n = read_memory(addr, out);
+    return n ? *n : 0;
+  }, main_lm);
+}
+
+}  // namespace backend

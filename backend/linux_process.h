@@ -1,0 +1,147 @@
+// backend::Process on Linux x86-64 with ptrace (all-stop).
+//
+// Each thread has a state record (running or stopped, a pending client-visible event, a run
+// mode) and every wait status goes through one dispatcher, handle_stop(). Internal work
+// (stepping over a breakpoint, range stepping, suppressing our own SIGSTOPs, passing signals,
+// clone/fork events) is finished there and the thread resumed; only a client-visible event
+// stops the whole process (the other threads get a SIGSTOP that is then swallowed).
+//
+// Where later run modes plug in:
+//  * software branch tracing: a RunMode::SoftwareTrace thread runs block by block. On resume,
+//    decode the block at pc (BlockCache), insert_internal_breakpoint() on its control-flow
+//    instruction and continue; handle_trap() sees an internal breakpoint for a thread in that
+//    mode, emulates the instruction with emulate_flow() (or single-steps it), records
+//    (from, to) and continues with the next block. Client breakpoints and signals still end
+//    the run through report().
+//  * stepbranch: RunMode::StepBranch, the same loop for one thread (others stay stopped),
+//    ending with StopKind::StepBranch after `count` taken branches.
+//  Both need: a branch in handle_trap() before the "internal breakpoint" fallback, and a
+//  case in resume_thread() that decides between PTRACE_CONT and PTRACE_SINGLESTEP.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "backend/breakpoints.h"
+#include "backend/btrace/tracer.h"
+#include "backend/debug_registers.h"
+#include "backend/memory.h"
+#include "backend/process.h"
+
+namespace backend {
+
+class LinuxProcess final : public Process {
+ public:
+  static Result<std::unique_ptr<LinuxProcess>> launch_process(const LaunchOptions& options);
+  static Result<std::unique_ptr<LinuxProcess>> attach_process(pid_t pid);
+  ~LinuxProcess() override;
+
+  pid_t pid() const override { return pid_; }
+  bool was_attached() const override { return attached_; }
+  bool alive() const override { return alive_; }
+  std::vector<pid_t> threads() const override;
+  bool has_thread(pid_t tid) const override { return threads_.count(tid) != 0; }
+  std::string thread_name(pid_t tid) const override;
+  int thread_core(pid_t tid) const override;
+  StopEvent last_stop() const override { return last_stop_; }
+
+  Result<void> resume(const ResumePlan& plan) override;
+  void interrupt() override;
+  std::optional<StopEvent> poll_events() override;
+  bool running() const override { return running_; }
+  Result<void> step_branch(pid_t tid, uint32_t count) override;
+
+  Result<void> detach() override;
+  Result<void> kill() override;
+
+  void set_pass_signals(std::set<int> signals) override { pass_signals_ = std::move(signals); }
+  void set_program_signals(std::set<int> signals) override {
+    program_signals_ = std::move(signals);
+    program_signals_set_ = true;
+  }
+  void set_catch_syscalls(bool on, std::set<int> syscalls) override;
+  Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
+
+  const RegisterLayout& register_layout() const override { return layout_; }
+  Result<RegisterFile> read_registers(pid_t tid) override;
+  Result<void> write_registers(pid_t tid, const RegisterFile& regs) override;
+
+  Result<size_t> read_memory(uint64_t addr, std::span<uint8_t> out) override;
+  Result<size_t> write_memory(uint64_t addr, std::span<const uint8_t> data) override;
+
+  Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
+  Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
+  int hardware_slots() const override { return DebugRegisters::kSlots; }
+
+  Result<std::vector<uint8_t>> auxv() override;
+  Result<std::string> exe_path() override;
+  Result<std::vector<MemoryRegion>> memory_map() override;
+  Result<std::vector<LibraryInfo>> libraries(uint64_t* main_lm) override;
+
+  BranchTracer& tracer() override { return *tracer_; }
+
+  // Internal breakpoints (software tracer, stepbranch): share addresses with the client's.
+  Result<void> insert_internal_breakpoint(uint64_t addr);
+  Result<void> remove_internal_breakpoint(uint64_t addr);
+
+ private:
+  enum class RunMode { Normal, RangeStep, StepOverBreakpoint };
+  struct Thread {
+    explicit Thread(pid_t id = 0) : tid(id) {}
+    pid_t tid = 0;
+    bool running = false;
+    bool stepping = false;            // last resume was PTRACE_SINGLESTEP
+    bool sigstop_expected = false;    // we sent a SIGSTOP that has not arrived yet
+    std::optional<StopEvent> pending; // client-visible event kept for the next resume
+    int deliver_signal = 0;           // a signal to pass at the next resume (not reported)
+    int last_signal = 0;              // real signal of the reported stop (detach re-delivers it)
+    RunMode mode = RunMode::Normal;
+    ResumeAction action;              // what the client asked for this thread
+    uint64_t step_over_addr = 0;
+  };
+
+  LinuxProcess(pid_t pid, bool attached);
+  void set_trace_options(pid_t tid);
+  Thread* find(pid_t tid);
+  uint64_t get_pc(pid_t tid) const;
+  void set_pc(pid_t tid, uint64_t pc) const;
+
+  // Dispatcher for one wait status.
+  void handle_stop(pid_t tid, int status);
+  void handle_trap(Thread& t);
+  void handle_ptrace_event(Thread& t, int event);
+  void handle_step_done(Thread& t);
+  // A client-visible event: the first one stops everybody; later ones wait as pending.
+  void report(Thread& t, StopEvent ev);
+  void stop_others();
+  void resume_thread(Thread& t, int signo);
+  void start_deferred();
+  bool all_stopped() const;
+  StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
+  void stop_all_sync();
+  void forget_process(StopEvent exit_event);
+
+  pid_t pid_ = 0;
+  bool attached_ = false;
+  bool alive_ = true;
+  bool running_ = false;
+  bool interrupt_requested_ = false;
+  std::map<pid_t, Thread> threads_;
+  std::map<pid_t, ResumeAction> deferred_;  // waiting while a step-over runs
+  std::optional<StopEvent> event_;          // chosen event while the others are stopping
+  std::optional<StopEvent> ready_event_;    // a pending event taken at resume
+  StopEvent last_stop_;
+  std::set<int> pass_signals_, program_signals_;
+  bool program_signals_set_ = false;
+  RegisterLayout layout_;
+  ProcMemory mem_;
+  SoftwareBreakpoints breakpoints_;
+  DebugRegisters debug_;
+  std::unique_ptr<BranchTracer> tracer_;
+};
+
+}  // namespace backend

@@ -1,0 +1,204 @@
+#include "backend/proc_info.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace backend {
+
+Result<std::string> read_text_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_error("Cannot open " + path);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return errno_error("Cannot read " + path, e);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+Result<std::vector<uint8_t>> read_auxv(pid_t pid) {
+  auto text = read_text_file(fmt::format("/proc/{}/auxv", pid));
+  if (!text) return text.error();
+  return std::vector<uint8_t>(text->begin(), text->end());
+}
+
+Result<std::string> read_exe_path(pid_t pid) {
+  std::string link = fmt::format("/proc/{}/exe", pid);
+  char buf[4096];
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n < 0) return errno_error("Cannot read " + link);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+Result<std::vector<MemoryRegion>> read_memory_map(pid_t pid) {
+  auto text = read_text_file(fmt::format("/proc/{}/maps", pid));
+  if (!text) return text.error();
+  std::vector<MemoryRegion> out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    // start-end perms offset dev inode [path]
+    MemoryRegion r;
+    char perms[8] = {};
+    unsigned long long start = 0, end = 0;
+    int consumed = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %*s %*s %*s %n", &start, &end, perms, &consumed) < 3) continue;
+    r.start = start;
+    r.end = end;
+    r.read = perms[0] == 'r';
+    r.write = perms[1] == 'w';
+    r.exec = perms[2] == 'x';
+    if (consumed > 0 && static_cast<size_t>(consumed) <= line.size()) r.name = line.substr(static_cast<size_t>(consumed));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<pid_t> list_tasks(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir(fmt::format("/proc/{}/task", pid).c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_thread_name(pid_t pid, pid_t tid) {
+  auto text = read_text_file(fmt::format("/proc/{}/task/{}/comm", pid, tid));
+  if (!text) return {};
+  std::string s = *text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+int read_thread_core(pid_t pid, pid_t tid) {
+  auto text = read_text_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+  if (!text) return -1;
+  // The command name (field 2) may hold spaces and ')': count fields after the last ')'.
+  size_t p = text->rfind(')');
+  if (p == std::string::npos) return -1;
+  std::istringstream in(text->substr(p + 1));
+  std::string field;
+  for (int i = 3; i <= 39; ++i) {
+    if (!(in >> field)) return -1;
+    if (i == 39) return std::atoi(field.c_str());
+  }
+  return -1;
+}
+
+uint64_t auxv_value(std::span<const uint8_t> auxv, uint64_t type) {
+  for (size_t off = 0; off + 16 <= auxv.size(); off += 16) {
+    uint64_t t, v;
+    std::memcpy(&t, auxv.data() + off, 8);
+    std::memcpy(&v, auxv.data() + off + 8, 8);
+    if (t == type) return v;
+    if (t == AT_NULL) break;
+  }
+  return 0;
+}
+
+namespace {
+bool read_u64(const ReadMemoryFn& read, uint64_t addr, uint64_t& out) {
+  return read(addr, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&out), 8)) == 8;
+}
+
+std::string read_c_string(const ReadMemoryFn& read, uint64_t addr) {
+  std::string s;
+  char chunk[64];
+  while (s.size() < 4096) {
+    size_t n = read(addr + s.size(), std::span<uint8_t>(reinterpret_cast<uint8_t*>(chunk), sizeof chunk));
+    if (n == 0) break;
+    size_t len = strnlen(chunk, n);
+    s.append(chunk, len);
+    if (len < n) break;
+  }
+  return s;
+}
+}  // namespace
+
+Result<std::vector<LibraryInfo>> read_libraries(std::span<const uint8_t> auxv, const ReadMemoryFn& read,
+                                                uint64_t* main_lm) {
+  std::vector<LibraryInfo> libs;
+  if (main_lm) *main_lm = 0;
+  uint64_t phdr = auxv_value(auxv, AT_PHDR), phnum = auxv_value(auxv, AT_PHNUM);
+  uint64_t phent = auxv_value(auxv, AT_PHENT);
+  if (phdr == 0 || phnum == 0) return Error{EIO, "The auxiliary vector has no program headers (AT_PHDR)."};
+  if (phent == 0) phent = sizeof(Elf64_Phdr);
+
+  std::vector<Elf64_Phdr> headers(phnum);
+  for (uint64_t i = 0; i < phnum; ++i)
+    if (read(phdr + i * phent, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&headers[i]), sizeof(Elf64_Phdr))) !=
+        sizeof(Elf64_Phdr))
+      return Error{EIO, fmt::format("Cannot read the program headers at {:#x}", phdr)};
+
+  // Load bias: where PT_PHDR says the headers are vs where they really are.
+  uint64_t bias = 0;
+  bool have_bias = false;
+  for (const auto& h : headers)
+    if (h.p_type == PT_PHDR) {
+      bias = phdr - h.p_vaddr;
+      have_bias = true;
+    }
+  if (!have_bias)
+    for (const auto& h : headers)
+      if (h.p_type == PT_LOAD && h.p_offset == 0) {
+        bias = (phdr - sizeof(Elf64_Ehdr)) - h.p_vaddr;  // headers usually follow the ELF header
+        break;
+      }
+
+  uint64_t dynamic = 0;
+  for (const auto& h : headers)
+    if (h.p_type == PT_DYNAMIC) dynamic = h.p_vaddr + bias;
+  if (dynamic == 0) return libs;  // static program: no loader, no libraries
+
+  uint64_t r_debug = 0;
+  for (uint64_t off = 0; off < 4096 * 16; off += sizeof(Elf64_Dyn)) {
+    Elf64_Dyn d;
+    if (read(dynamic + off, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&d), sizeof d)) != sizeof d) break;
+    if (d.d_tag == DT_NULL) break;
+    if (d.d_tag == DT_DEBUG) r_debug = d.d_un.d_ptr;
+  }
+  if (r_debug == 0) return libs;
+
+  // struct r_debug { int r_version; struct link_map* r_map; ... }
+  uint64_t lm = 0;
+  if (!read_u64(read, r_debug + offsetof(struct r_debug, r_map), lm)) return libs;
+  bool first = true;
+  for (int guard = 0; lm != 0 && guard < 100000; ++guard) {
+    // struct link_map { l_addr; l_name; l_ld; l_next; l_prev; }
+    uint64_t l_addr = 0, l_name = 0, l_ld = 0, l_next = 0;
+    if (!read_u64(read, lm + offsetof(struct link_map, l_addr), l_addr) ||
+        !read_u64(read, lm + offsetof(struct link_map, l_name), l_name) ||
+        !read_u64(read, lm + offsetof(struct link_map, l_ld), l_ld) ||
+        !read_u64(read, lm + offsetof(struct link_map, l_next), l_next))
+      break;
+    std::string name = l_name ? read_c_string(read, l_name) : std::string();
+    if (first && main_lm) *main_lm = lm;
+    if (!name.empty()) libs.push_back(LibraryInfo{name, lm, l_addr, l_ld});
+    first = false;
+    lm = l_next;
+  }
+  return libs;
+}
+
+}  // namespace backend
