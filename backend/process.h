@@ -115,6 +115,9 @@ class Process {
   // once the whole process is stopped for a reason the client must see.
   virtual std::optional<StopEvent> poll_events() = 0;
   virtual bool running() const = 0;
+  // True when the last poll_events() stopped early to bound its slice of work (a long traced
+  // run): the server polls again right after serving the client, without waiting for SIGCHLD.
+  virtual bool wants_poll() const { return false; }
   // stepbranch on one thread (others stay stopped); result comes through poll_events().
   virtual Result<void> step_branch(pid_t tid, uint32_t count) = 0;
 

@@ -256,7 +256,10 @@ void Server::poll_inferior() {
     if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(*event);
     if (gone) break;
   }
-  if (process_ && process_->alive() && process_->running()) arm_poll_timer();
+  if (process_ && process_->alive() && process_->running()) {
+    if (process_->wants_poll()) asio::post(io_, [this] { poll_inferior(); });
+    arm_poll_timer();
+  }
 }
 
 }  // namespace server
