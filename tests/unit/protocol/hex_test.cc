@@ -84,3 +84,13 @@ TEST_CASE("RLE expand and round trip", "[hex][rle]") {
     CHECK(rle_expand(c) == s);
   }
 }
+
+TEST_CASE("overloads accept std::string, literals and byte vectors", "[hex]") {
+  const std::string s = "a#";
+  const std::vector<uint8_t> v{'a', '#'};
+  CHECK(to_hex(s) == "6123");
+  CHECK(to_hex("a#") == "6123");
+  CHECK(to_hex(v) == "6123");
+  CHECK(escape_binary(s) == "a}\x03");
+  CHECK(escape_binary(v) == "a}\x03");
+}
