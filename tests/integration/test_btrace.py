@@ -1,0 +1,206 @@
+"""`record btrace` through the server (issue 3). branchstub only: gdbserver answers "Failed
+to start recording" on our VMs. The truth comes from truth.py (stepi in another session)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import (GDB, GDB_PRELUDE, GDB_SYSROOT, Reader, gdb_remote, inferior, lldb,
+                     line_of, target_cmd, wait_heartbeat)
+from truth import stepi_truth
+
+pytestmark = pytest.mark.branchstub_only
+
+BRANCHES = inferior("branches")
+HISTORY = ["set record function-call-history-size unlimited",
+           "set record instruction-history-size unlimited"]
+
+
+def recorded(out):
+    return [int(n) for n in re.findall(r"Recorded (\d+) instructions in \d+ functions", out)]
+
+
+def call_history(out):
+    """Function names of a `record function-call-history` listing (first column: number)."""
+    return re.findall(r"^\d+\t(\S+)", out, re.M)
+
+
+def pcs_printed(out):
+    return [int(x, 16) for x in re.findall(r"^\$\d+ = (0x[0-9a-f]+)$", out, re.M)]
+
+
+def _traced(procs, prog, record="record btrace bts", extra_pre=(), cmds=(), start="trace_begin",
+            end="trace_end", timeout=120, server_args=("--once",)):
+    srv = procs.server(list(server_args) + ["{COMM}", prog])
+    r = gdb_remote(srv, list(extra_pre) + HISTORY + [
+        "break " + start, "continue", record, "break " + end, "continue"] + list(cmds),
+        prog=prog, timeout=timeout)
+    return srv, r
+
+
+def test_exact_count_history_reverse_and_stop(procs):
+    t = stepi_truth("branches")
+    call_end = [b for b in t.taken_branches() if b[2].startswith("call") and "trace_end" in b[2]]
+    assert call_end, "truth lacks the call to trace_end"
+    srv, r = _traced(procs, BRANCHES, cmds=[
+        "info record",
+        "record function-call-history",
+        "record instruction-history 1,20",
+        "reverse-stepi", "p/x $pc",
+        "record goto end", "reverse-finish", "p/x $pc",
+        "record goto end", "reverse-next", "reverse-next", "reverse-step",
+        "record goto begin", "p/x $pc",
+        "record goto end", "p/x $pc",
+        "record stop", "continue"])
+    out = r.out
+    assert "Recording format: Branch Trace Store." in out, r
+    assert recorded(out) == [t.count], (t.count, r)
+    assert "warning" not in out.lower() and "gap" not in out.replace("(0 gaps)", ""), r
+    assert call_history(out) == t.call_history(), (t.call_history(), r)
+    first20 = [int(a, 16) for a in re.findall(r"^\d+\t(?:=> )?\s*(0x[0-9a-f]+)", out, re.M)][:20]
+    assert first20 == t.pcs[:20], r
+    pcs = pcs_printed(out)
+    assert len(pcs) == 4, r
+    assert pcs[0] == t.pcs[-1], "reverse-stepi"                 # the last executed insn
+    assert pcs[1] == call_end[-1][0], "reverse-finish lands on the call of trace_end"
+    assert re.search(r"Run back to call of #0 .*trace_end", out), r
+    assert re.search(r"main \(\) at .*branches\.c:%d" % line_of("branches", "traced-call"), out), r
+    assert re.search(r"trace_begin \(\) at .*branches\.h", out), r     # reverse-step
+    assert pcs[2] == t.start and pcs[3] == t.end, "record goto begin/end"
+    assert "Process record is stopped and all execution logs are deleted." in out, r
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited normally\]", out), r
+
+
+def test_plain_record_btrace_uses_bts(procs):
+    t = stepi_truth("branches")
+    srv, r = _traced(procs, BRANCHES, record="record btrace", cmds=["info record", "continue"])
+    assert "Recording format: Branch Trace Store." in r.out, r
+    assert recorded(r.out) == [t.count], (t.count, r)
+    assert "exited normally" in r.out, r
+
+
+def test_four_threads(procs):
+    t = stepi_truth("branches")
+    prog = inferior("branches_threads")
+    srv = procs.server(["--once", "{COMM}", prog])
+    per_hit = ["info record", "record function-call-history"]
+    r = gdb_remote(srv, HISTORY + ["break threads_ready", "continue", "record btrace",
+                                   "break trace_end"] + (["continue"] + per_hit) * 4 +
+                   ["delete", "continue"], prog=prog, timeout=180)
+    out = r.out
+    assert len(re.findall(r"hit Breakpoint 2, trace_end", out)) == 4, r
+    counts = recorded(out)
+    assert len(counts) == 4 and all(c > t.count for c in counts), (t.count, r)
+    hist = call_history(out)
+    region_calls = [f for f in hist if f == "classify"]
+    assert len(region_calls) >= 4 * 8, r
+    assert "exited normally" in out, r
+
+
+def test_signal_handler_inside_region(procs):
+    t = stepi_truth("branches_signal")
+    prog = inferior("branches_signal")
+    srv, r = _traced(procs, prog, extra_pre=["handle SIGUSR1 nostop noprint pass"],
+                     cmds=["info record", "record function-call-history", "continue"])
+    out = r.out
+    assert recorded(out) == [t.count], (t.count, r)
+    assert call_history(out) == t.call_history(), (t.call_history(), r)
+    assert "on_usr1" in call_history(out) and "in_handler" in call_history(out), r
+    assert "exited with code 02" in out, r
+
+
+def test_breakpoint_inside_region_hit_many_times(procs):
+    t = stepi_truth("branches")
+    srv = procs.server(["--once", "{COMM}", BRANCHES])
+    r = gdb_remote(srv, ["break trace_begin", "continue", "record btrace", "break classify"] +
+                   ["continue"] * 8 + ["delete", "break trace_end", "continue", "info record",
+                                       "continue"], prog=BRANCHES, timeout=120)
+    assert len(re.findall(r"Breakpoint 2, classify \(v=\d\)", r.out)) == 8, r
+    assert recorded(r.out) == [t.count], (t.count, r)
+    assert "exited normally" in r.out, r
+
+
+def test_disconnect_and_reconnect_keeps_recording(procs):
+    t = stepi_truth("branches")
+    srv = procs.server(["{COMM}", BRANCHES])               # no --once: a second client
+    r1 = gdb_remote(srv, ["break trace_begin", "continue", "record btrace bts", "disconnect"],
+                    prog=BRANCHES)
+    assert "Ending remote debugging" in r1.out or r1.rc == 0, r1
+    r2 = gdb_remote(srv, ["info record", "break trace_end", "continue", "info record",
+                          "continue"], prog=BRANCHES)
+    out = r2.out
+    assert "Target is recording using Branch Trace Store." in out, r2
+    assert recorded(out)[-1] == t.count, (t.count, r2)
+    assert "exited normally" in out, r2
+
+
+def test_ring_overflow_recovers(procs):
+    prog = inferior("bploop")
+    srv = procs.server(["--once", "{COMM}", prog])
+    r = gdb_remote(srv, HISTORY[:1] + [
+        "set record btrace bts buffer-size 4096",
+        "break main", "continue", "record btrace bts", "break hit", "continue 10",
+        "info record",                                          # a read: later ones are delta
+        "delete", "break loop_done", "continue",                # 20000 calls: the ring wraps
+        "info record", "record function-call-history", "record goto begin", "p $pc",
+        "record goto end", "continue"], prog=prog, timeout=180)
+    out = r.out
+    assert len(recorded(out)) == 2, r
+    assert "warning" not in out.lower() and "corrupt" not in out.lower(), r
+    hist = call_history(out)
+    assert hist and hist[-1] == "loop_done" and "hit" in hist, r
+    assert re.search(r"= \(void \(\*\)\(\)\) 0x[0-9a-f]+ <(hit|main)\+\d+>", out), r
+    assert "exited normally" in out, r
+
+
+def test_ctrl_c_of_traced_run_stops_quickly(procs, heartbeat):
+    prog = inferior("sleeper")
+    srv = procs.server(["--once", "{COMM}", prog, heartbeat])
+    argv = [GDB, "-nx", "-batch"]
+    for c in GDB_PRELUDE + GDB_SYSROOT + [target_cmd(srv), "break tick", "continue",
+                                          "record btrace", "delete", "continue", "info record",
+                                          "kill"]:
+        argv += ["-ex", c]
+    g = procs.spawn(argv + [prog], stderr=subprocess.STDOUT)
+    out = Reader(g.stdout)
+    first = wait_heartbeat(heartbeat, timeout=30)
+    wait_heartbeat(heartbeat, after=first + 1, timeout=30)        # traced run under way
+    t0 = time.monotonic()
+    os.kill(g.pid, signal.SIGINT)
+    assert out.wait_for(r"received signal SIGINT", 10), out.text
+    elapsed = time.monotonic() - t0
+    g.wait(30)
+    assert elapsed < 0.5, "traced run took %.3fs to stop" % elapsed
+    assert recorded(out.text), out.text
+
+
+def test_fork_exec_kill_leave_server_healthy(procs):
+    forker, basic = inferior("forker"), inferior("basic")
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + forker, "file " + forker,
+        "break main", "run", "record btrace", "continue",
+        "set remote exec-file " + basic, "file " + basic,
+        "break compute", "run", "record btrace", "continue", "kill",
+        "delete", "run", "monitor exit"], extended=True, timeout=120)
+    out = r.out
+    assert re.search(r"exited normally", out), r
+    assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
+    assert "exited with code 07" in out, r
+    assert srv.wait_exit(10) is not None
+
+
+def test_lldb_monitor_btrace_calls(procs):
+    srv = procs.server(["--once", "{COMM}", BRANCHES])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "b trace_begin", "c",
+              "process plugin packet monitor btrace start", "b trace_end", "c",
+              "process plugin packet monitor btrace calls 20",
+              "process plugin packet monitor btrace history 10",
+              "process kill"], timeout=90)
+    out = r.out
+    after = out[out.index("monitor btrace calls 20"):]
+    for name in ("region", "classify", "add1", "dbl", "getpid"):
+        assert name in after, (name, r)
