@@ -2,7 +2,8 @@
 # msr_helper end-to-end test in a throw-away QEMU (TCG) guest running Debian 12's own kernel.
 #
 # What it does (as root, on a Debian 12 machine with apt access; no KVM needed):
-#   1. installs what is missing: linux-headers-amd64 qemu-system-x86 busybox-static cpio gcc make
+#   1. installs what is missing: linux-headers-amd64 qemu-system-x86 busybox-static cpio,
+#      gcc g++ make catch2
 #   2. pins KVER from linux-headers-amd64's Depends, so headers and kernel image always match
 #   3. `apt-get download`s linux-image-$KVER (no install) and extracts vmlinuz into the work dir
 #      (cached there between runs)
@@ -35,7 +36,7 @@ WORK=$(cd "$WORK" && pwd)
 
 # ---- 1. packages -------------------------------------------------------------------------------
 need=()
-for p in linux-headers-amd64 qemu-system-x86 busybox-static cpio gcc make libc6-dev; do
+for p in linux-headers-amd64 qemu-system-x86 busybox-static cpio gcc g++ make libc6-dev catch2; do
 	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -77,12 +78,17 @@ cp "$MODSRC/msr_helper.c" "$MODSRC/Kbuild" "$B/" &&
 make -s -C "$KDIR" M="$B" modules >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "module build failed"; }
 grep -E 'warning|error' "$WORK/build.log" | grep -v 'Skipping BTF' && die "module build has warnings"
 gcc -O2 -Wall -Wextra -Werror -static -o "$B/selftest" "$B/tests/selftest.c" || die "selftest build failed"
-log "built msr_helper.ko and selftest"
+# the backend's C++ client (backend/btrace/lbr_source.cc) and its unit test, run in the guest too
+g++ -std=c++20 -O0 -static -I"$ROOT" -o "$B/test_lbr_source" "$ROOT/tests/unit/catch_main.cc" \
+	"$ROOT/tests/unit/backend/test_lbr_source.cc" "$ROOT/backend/btrace/lbr_source.cc" ||
+	die "test_lbr_source build failed"
+log "built msr_helper.ko, selftest and test_lbr_source"
 
 # ---- 5. initramfs ---------------------------------------------------------------------------
 R=$WORK/initramfs
 rm -rf "$R" && mkdir -p "$R"/{bin,proc,sys,dev,tmp}
-cp /bin/busybox "$R/bin/" && cp "$B/msr_helper.ko" "$B/selftest" "$R/" || die "cannot fill initramfs"
+cp /bin/busybox "$R/bin/" && cp "$B/msr_helper.ko" "$B/selftest" "$B/test_lbr_source" "$R/" ||
+	die "cannot fill initramfs"
 cat >"$R/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -106,6 +112,11 @@ dmesg | grep -q 'msr_helper: refusing to load (-ENODEV): DEBUGCTL.LBR did not st
 insmod /msr_helper.ko simulate_lbr=1 || fail "(b) insmod simulate_lbr=1"
 /selftest; rc=$?
 echo "[guest] (b) selftest exit $rc"; [ $rc -eq 0 ] || fail "(b) selftest"
+/test_lbr_source >/tmp/client.log 2>&1; rc=$?
+sed 's/^/[guest] client: /' /tmp/client.log | grep -vE ': *$|~~~|\.\.\.\.|----' 
+echo "[guest] (b) backend client test (test_lbr_source) exit $rc"
+[ $rc -eq 0 ] || fail "(b) backend client test"
+grep -q SKIP /tmp/client.log && fail "(b) backend client test skipped the device test"
 rmmod msr_helper || fail "rmmod msr_helper"
 [ ! -e /dev/msr_helper ] || fail "/dev/msr_helper still exists after rmmod"
 dmesg | grep -q 'msr_helper: unloaded: 0 object(s) outstanding' || fail "leak: objects outstanding at unload"

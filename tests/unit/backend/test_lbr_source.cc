@@ -53,3 +53,56 @@ TEST_CASE("lbr_probe_line without the module", "[lbr]") {
   CHECK(backend::lbr_probe_line("/nonexistent/msr_helper") ==
         "msr_helper: not loaded (/nonexistent/msr_helper: No such file or directory)");
 }
+
+// ---- against a loaded module (the QEMU test runs this in the guest with simulate_lbr=1) ----
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TEST_CASE("LbrDevice against a loaded msr_helper", "[lbr][lbr-device]") {
+  auto dev = backend::LbrDevice::open();
+  if (!dev.ok()) {
+    WARN("SKIP: " << dev.error().message);
+    return;
+  }
+  auto in = dev->info();
+  REQUIRE(in.ok());
+  CHECK(in->abi_version == MSRH_ABI_VERSION);
+  INFO(backend::lbr_probe_line());
+  CHECK(backend::lbr_probe_line().rfind("msr_helper: loaded", 0) == 0);
+
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    raise(SIGSTOP);
+    __asm__ volatile("int3");
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSTOPPED(status));
+  CHECK(dev->snapshot(child).error().code == ENOENT);
+  REQUIRE(dev->attach(child).ok());
+  CHECK(dev->attach(child).error().code == EEXIST);
+  REQUIRE(ptrace(PTRACE_CONT, child, nullptr, nullptr) == 0);
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE((WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP));
+  user_regs_struct regs{};
+  REQUIRE(ptrace(PTRACE_GETREGS, child, nullptr, &regs) == 0);
+  auto snap = dev->snapshot(child);
+  REQUIRE(snap.ok());
+  CHECK(snap->seq > 0);
+  CHECK(snap->from_trap);
+  CHECK(snap->count > 0);
+  if (snap->simulated) CHECK(snap->entries[0].to == regs.rip - 1);
+  CHECK(dev->detach(child).ok());
+  CHECK(dev->snapshot(child).error().code == ENOENT);
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  auto after = dev->snapshot(child);
+  CHECK(after.error().code == ESRCH);
+  CHECK(after.error().message.find("no such thread") != std::string::npos);
+}
