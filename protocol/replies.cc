@@ -107,6 +107,10 @@ std::string format_stop_reply(const StopReply& stop, const Dialect& d) {
       }
     }
     out += std::string("reason:") + lldb_reason(stop.reason) + ";";
+    // LLDB finds the watchpoint from "description": hex of "<decimal addr> <index>".
+    if (stop.reason == StopReason::Watch || stop.reason == StopReason::ReadWatch ||
+        stop.reason == StopReason::AccessWatch)
+      out += "description:" + to_hex(fmt::format("{} 0", stop.watch_addr)) + ";";
   }
   for (const auto& [key, value] : stop.extra) out += key + ":" + value + ";";
   return out;
