@@ -345,7 +345,7 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
       interrupt_requested_ = false;
       return report(*t, make_event(StopKind::Signal, t->tid, SIGINT));
     }
-    if (!event_ && deferred_.empty()) resume_thread(*t, 0);  // a leftover stop of ours: carry on
+    if (!event_) resume_thread(*t, 0);  // a leftover stop of ours: carry on in the same mode
     return;
   }
 
@@ -474,8 +474,7 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
     default:
       break;
   }
-  if (keep_going && deferred_.empty()) resume_thread(t, 0);
-  else if (!deferred_.empty() && !t.running && t.mode == RunMode::StepOverBreakpoint) resume_thread(t, 0);
+  if (keep_going) resume_thread(t, 0);  // it was running (maybe stepping over): carry on
 }
 
 void LinuxProcess::report(Thread& t, StopEvent ev) {
@@ -504,6 +503,8 @@ Result<void> LinuxProcess::step_branch(pid_t, uint32_t) {
 // Stops every running thread right now (for detach/kill while running).
 void LinuxProcess::stop_all_sync() {
   if (!running_) return;
+  // A placeholder event makes every handler keep threads stopped.
+  if (!event_ && !ready_event_) event_ = last_stop_;
   stop_others();
   while (alive_ && !all_stopped()) {
     bool progress = false;

@@ -386,6 +386,7 @@ TEST_CASE("fork children run free without our breakpoints", "[process]") {
   auto exe = inferior("forks");
   uint64_t marker = symbol(exe, "marker");
   auto p = launch_ok(options_for(exe));
+  p->set_pass_signals({SIGCHLD});  // as GDB does: SIGCHLD is nostop/pass
   REQUIRE(p->insert_breakpoint(BreakpointKind::Software, marker, 1).ok());
   REQUIRE(p->resume(continue_all()).ok());
   auto ev = wait_stop(*p);
@@ -417,4 +418,25 @@ TEST_CASE("libraries from the r_debug walk", "[process]") {
   CHECK(!p->thread_name(p->pid()).empty());
   CHECK(p->thread_core(p->pid()) >= 0);
   REQUIRE(p->kill().ok());
+}
+
+TEST_CASE("exec after launch is a SIGTRAP stop in the new image", "[process]") {
+  LaunchOptions o;
+  o.argv = {"/bin/sh", "-c", "exec /bin/true"};
+  o.startup_with_shell = false;
+  auto p = launch_ok(o);
+  REQUIRE(p->resume(continue_all()).ok());
+  auto ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Signal);
+  CHECK(ev->signo == SIGTRAP);
+  CHECK(ev->exec_path.find("true") != std::string::npos);
+  CHECK(p->threads() == std::vector<pid_t>{p->pid()});
+  uint8_t byte;
+  CHECK(p->read_memory(pc_of(*p, p->pid()), {&byte, 1}).ok());  // /proc/pid/mem reopened
+  REQUIRE(p->resume(continue_all()).ok());
+  ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Exited);
+  CHECK(ev->exit_status == 0);
 }
