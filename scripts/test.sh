@@ -128,7 +128,7 @@ fi
 if [[ $quick == 1 ]]; then
   skip_stage "kmod QEMU self-test" "--quick"
 elif [[ -f kmod-helper/tests/qemu-selftest.sh ]]; then
-  run_stage "kmod QEMU self-test" "${KMOD_TIMEOUT:-300}" bash kmod-helper/tests/qemu-selftest.sh
+  run_stage "kmod QEMU self-test" "${KMOD_TIMEOUT:-540}" bash kmod-helper/tests/qemu-selftest.sh
 else
   skip_stage "kmod QEMU self-test" "kmod-helper/tests/qemu-selftest.sh not in the tree yet"
 fi
