@@ -177,6 +177,10 @@ TEST_CASE("registers round-trip", "[process][registers]") {
   auto si = p->siginfo(p->pid());
   REQUIRE(si.ok());
   CHECK(si->size() == 128);
+  // A fresh x87: control word 0x37f, every tag empty (full tag word, converted from FXSAVE's).
+  CHECK(third->get_u64(l, *l.find("fctrl")) == 0x37f);
+  CHECK(third->get_u64(l, *l.find("ftag")) == 0xffff);
+  CHECK(third->get_u64(l, *l.find("mxcsr")) == 0x1f80);
   REQUIRE(p->kill().ok());
 }
 
@@ -439,4 +443,38 @@ TEST_CASE("exec after launch is a SIGTRAP stop in the new image", "[process]") {
   REQUIRE(ev);
   CHECK(ev->kind == StopKind::Exited);
   CHECK(ev->exit_status == 0);
+}
+
+TEST_CASE("attach to a threaded process stops every thread", "[process][threads]") {
+  auto exe = inferior("spin_threads");
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::execl(exe.c_str(), exe.c_str(), nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 10000 && list_tasks(child).size() < 3; ++i) {
+    timespec ts{0, 1000000};
+    ::nanosleep(&ts, nullptr);
+  }
+  REQUIRE(list_tasks(child).size() == 3);
+  auto p = Process::attach(child);
+  REQUIRE(p.ok());
+  CHECK((*p)->threads().size() == 3);
+  CHECK((*p)->threads().front() == child);
+  for (pid_t tid : (*p)->threads()) CHECK(thread_state(child, tid) == 't');
+  // Run and interrupt once, then let it go.
+  REQUIRE((*p)->resume(continue_all()).ok());
+  (*p)->interrupt();
+  auto ev = wait_stop(**p);
+  REQUIRE(ev);
+  CHECK(ev->signo == SIGINT);
+  for (pid_t tid : (*p)->threads()) CHECK(thread_state(child, tid) == 't');
+  REQUIRE((*p)->detach().ok());
+  for (pid_t tid : list_tasks(child)) {
+    char st = thread_state(child, tid);
+    CHECK((st == 'R' || st == 'S'));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  CHECK(::waitpid(child, &status, 0) == child);
 }
