@@ -8,6 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <optional>
 #include <string>
 
@@ -21,13 +24,19 @@ inline std::string build_dir() {
   return dir;
 }
 
-// Compiles test_inferiors/<name>.c once per test run (non-PIE, so nm gives run-time addresses).
+// Compiles test_inferiors/<name>.c (non-PIE, so nm gives run-time addresses). The binary is
+// named after a hash of the source and reused; a temporary name plus rename() keeps concurrent
+// test runs from seeing a half-written file.
 inline std::string inferior(const std::string& name) {
-  std::string out = build_dir() + "/" + name + "_" + std::to_string(getpid());
-  if (::access(out.c_str(), X_OK) == 0) return out;
   std::string src = std::string(BS_SOURCE_DIR) + "/tests/unit/backend/test_inferiors/" + name + ".c";
-  std::string cmd = "cc -g -O0 -no-pie -pthread -o " + out + " " + src;
-  if (std::system(cmd.c_str()) != 0) return {};
+  std::ifstream in(src);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string out = build_dir() + "/" + name + "-" + std::to_string(std::hash<std::string>{}(text.str()));
+  if (::access(out.c_str(), X_OK) == 0) return out;
+  std::string tmp = out + ".tmp" + std::to_string(getpid());
+  std::string cmd = "cc -g -O0 -no-pie -pthread -o " + tmp + " " + src;
+  if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), out.c_str()) != 0) return {};
   return out;
 }
 
