@@ -98,6 +98,12 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
 // Child side; never returns. Only async-signal-safe calls after fork (everything was prepared).
 [[noreturn]] void child_exec(const LaunchOptions& o, bool via_shell, const char* shell, char* const* shell_argv,
                              char* const* argv, char* const* envp, const char* dir) {
+  // The server blocks SIGCHLD (it reads it from a signalfd) and ignores SIGPIPE; the program
+  // must start with the defaults, as it would without a debugger.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
   ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
   if (o.disable_randomization) {
     int current = ::personality(0xffffffff);

@@ -115,10 +115,10 @@ void Session::on_stop(const backend::StopEvent& event) {
     send(protocol::ok());
     return;
   }
-  send(stop_reply_for(event));
+  send(stop_reply_for(event, why == Waiting::StepBranch));
 }
 
-std::string Session::stop_reply_for(const backend::StopEvent& event) {
+std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbranch) {
   using backend::StopKind;
   if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
     protocol::ExitReply exit;
@@ -150,7 +150,6 @@ std::string Session::stop_reply_for(const backend::StopEvent& event) {
         stop.extra.emplace_back("branch-from", protocol::hex_u64(event.branch_from));
         stop.extra.emplace_back("branch-to", protocol::hex_u64(event.branch_to));
       }
-      if (!event.step_mechanism.empty()) stop.extra.emplace_back("stepbranch-mechanism", event.step_mechanism);
       break;
     case StopKind::Fork: stop.reason = protocol::StopReason::Fork; stop.child_pid = stop.child_tid = event.child_pid; break;
     case StopKind::VFork: stop.reason = protocol::StopReason::VFork; stop.child_pid = stop.child_tid = event.child_pid; break;
@@ -159,6 +158,10 @@ std::string Session::stop_reply_for(const backend::StopEvent& event) {
     case StopKind::SyscallEntry: stop.reason = protocol::StopReason::SyscallEntry; stop.syscall_no = event.syscall_no; break;
     case StopKind::SyscallReturn: stop.reason = protocol::StopReason::SyscallReturn; stop.syscall_no = event.syscall_no; break;
     default: stop.reason = protocol::StopReason::Signal; break;
+  }
+  if (stepbranch || event.kind == StopKind::StepBranch) {
+    std::string mechanism = event.step_mechanism.empty() ? server_.probe().stepbranch_mechanism : event.step_mechanism;
+    stop.extra.emplace_back("stepbranch-mechanism", mechanism);
   }
   auto* p = process();
   if (p && p->has_thread(event.tid)) {

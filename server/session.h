@@ -24,7 +24,7 @@ class Server;
 using Reply = std::optional<std::string>;
 
 // Why the session is waiting for the inferior to stop.
-enum class Waiting { Nothing, StopReply, MonitorStepBranch };
+enum class Waiting { Nothing, StopReply, StepBranch, MonitorStepBranch };
 
 class Session {
  public:
@@ -66,7 +66,8 @@ class Session {
   std::vector<pid_t>& thread_cursor() { return thread_cursor_; }
 
   // Builds the stop reply (registers expedited, dialect applied) for an event.
-  std::string stop_reply_for(const backend::StopEvent& event);
+  // `stepbranch` replies always name the mechanism, so scripts can tell us from gdbserver.
+  std::string stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
 
  private:
   void on_bytes(std::string_view bytes);

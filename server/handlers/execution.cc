@@ -74,7 +74,7 @@ Reply handle(Session& s, const StepBranch& b) {
   if (!p) return error_text("No process.");
   pid_t tid = s.general_thread();
   if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_text(r.error().message);
-  s.expect_stop();
+  s.expect_stop(Waiting::StepBranch);
   s.server().resumed();
   return std::nullopt;
 }
