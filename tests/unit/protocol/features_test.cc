@@ -108,7 +108,7 @@ TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(libraries_svr4_xml({}, std::nullopt) == "<library-list-svr4 version=\"1.0\"></library-list-svr4>");
   std::string l = libraries_svr4_xml({{"/lib/libc.so.6", 0x10, 0x7f00, 0x7f80}}, 0x20);
   CHECK(l == "<library-list-svr4 version=\"1.0\" main-lm=\"0x20\"><library name=\"/lib/libc.so.6\" lm=\"0x10\" "
-             "l_addr=\"0x7f00\" l_ld=\"0x7f80\"/></library-list-svr4>");
+             "l_addr=\"0x7f00\" l_ld=\"0x7f80\" lmid=\"0x0\"/></library-list-svr4>");
   CHECK(libraries_svr4_xml({}, std::nullopt).find("main-lm") == std::string::npos);
 }
 
