@@ -1,0 +1,256 @@
+// The hardware probe (docs: hardware.md A1.5 for BTF, A2/A3 for perf BTS and LBR).
+#include "backend/probe.h"
+
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "backend/btrace/cpu_id.h"
+#include "backend/btrace/perf_bts.h"
+
+namespace backend {
+
+namespace {
+
+constexpr long kPtraceSingleBlock = 33;  // x86 PTRACE_SINGLEBLOCK
+
+std::string errno_name(int err) {
+  const char* n = strerrorname_np(err);
+  return n ? n : fmt::format("errno {}", err);
+}
+
+// What an errno from perf_event_open usually means, for the probe table.
+std::string perf_errno_text(int err) {
+  std::string hint;
+  switch (err) {
+    case ENOENT: hint = "no PMU"; break;
+    case EOPNOTSUPP: hint = "not supported by this PMU"; break;
+    case EACCES: case EPERM: hint = "not permitted (see perf_event_paranoid)"; break;
+    case EBUSY: hint = "in use by another perf/LBR user"; break;
+    case EINVAL: hint = "attributes rejected by the PMU"; break;
+    default: hint = std::strerror(err); break;
+  }
+  return errno_name(err) + ", " + hint;
+}
+
+// Opens (and closes) a perf event on this thread; nullopt on success, else errno.
+std::optional<int> try_perf_open(perf_event_attr attr) {
+  attr.size = sizeof attr;
+  int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
+  if (fd < 0) return errno;
+  close(fd);
+  return std::nullopt;
+}
+
+ProbeItem perf_item(const std::string& name, const std::string& what, const perf_event_attr& attr) {
+  auto err = try_perf_open(attr);
+  if (!err) return {name, true, "perf_event_open " + what + ": OK"};
+  return {name, false, "perf_event_open " + what + ": " + perf_errno_text(*err)};
+}
+
+std::optional<std::string> read_first_line(const char* path, int* err) {
+  std::ifstream in(path);
+  if (!in) {
+    *err = errno ? errno : ENOENT;
+    return std::nullopt;
+  }
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// hardware.md A1.5. The child runs:
+//   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
+// One PTRACE_SINGLEBLOCK from A stops at B if BTF is honored, at A+1 if it is dropped. Then the
+// stops over the 1000-iteration loop are counted (~1000 with BTF, ~5000 without).
+struct BtfResult { bool works = false; std::string detail; };
+
+BtfResult probe_btf() {
+  static constexpr uint8_t kCode[] = {
+      0xcc,                          // +0  int3
+      0x90, 0x90, 0x90, 0x90,        // +1  A: nops
+      0xeb, 0x02,                    // +5  jmp B
+      0x0f, 0x0b,                    // +7  ud2
+      0xb9, 0xe8, 0x03, 0x00, 0x00,  // +9  B: mov ecx, 1000
+      0x90, 0x90, 0x90,              // +14 L: nops
+      0xff, 0xc9,                    // +17 dec ecx
+      0x75, 0xf9,                    // +19 jnz L
+      0xcc,                          // +21 E: int3
+  };
+  constexpr uint64_t kA = 1, kB = 9, kEnd = 22;
+
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return {false, "mmap failed: " + errno_name(errno)};
+  std::memcpy(page, kCode, sizeof kCode);
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) {
+    int e = errno;
+    munmap(page, 4096);
+    return {false, "mprotect failed: " + errno_name(e)};
+  }
+  auto base = reinterpret_cast<uint64_t>(page);
+
+  pid_t child = fork();
+  if (child < 0) {
+    munmap(page, 4096);
+    return {false, "fork failed: " + errno_name(errno)};
+  }
+  if (child == 0) {
+    ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    raise(SIGSTOP);
+    reinterpret_cast<void (*)()>(page)();
+    _exit(0);
+  }
+  munmap(page, 4096);  // the child keeps its own copy
+
+  BtfResult result;
+  auto finish = [&](std::string detail) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, __WALL);
+    result.detail = std::move(detail);
+    return result;
+  };
+  auto stop_rip = [&](uint64_t* rip) -> bool {
+    int status = 0;
+    if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status)) return false;
+    user_regs_struct regs{};
+    if (ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return false;
+    *rip = regs.rip;
+    return WSTOPSIG(status) == SIGTRAP || WSTOPSIG(status) == SIGSTOP;
+  };
+
+  uint64_t rip = 0;
+  if (!stop_rip(&rip)) return finish("the probe child did not stop");
+  ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
+  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base + kA)
+    return finish("the probe child did not reach its int3");
+  if (ptrace(static_cast<__ptrace_request>(kPtraceSingleBlock), child, nullptr, nullptr) != 0)
+    return finish("PTRACE_SINGLEBLOCK failed: " + errno_name(errno));
+  if (!stop_rip(&rip)) return finish("no stop after PTRACE_SINGLEBLOCK");
+  if (rip == base + kA + 1)
+    return finish("ignored: the hypervisor drops DEBUGCTL.BTF (SINGLEBLOCK behaved like SINGLESTEP)");
+  if (rip != base + kB)
+    return finish(fmt::format("unknown: the first block step stopped at A+{:#x}", rip - base - kA));
+
+  // Count the stops over the loop to catch a partly working BTF.
+  int stops = 1;
+  while (rip != base + kEnd && stops < 20000) {
+    if (ptrace(static_cast<__ptrace_request>(kPtraceSingleBlock), child, nullptr, nullptr) != 0 ||
+        !stop_rip(&rip))
+      return finish(fmt::format("the probe child was lost after {} block steps", stops));
+    ++stops;
+  }
+  if (stops > 1100)
+    return finish(fmt::format("partial: first step honored, but {} stops over a 1000-iteration loop "
+                              "(expected about 1001)", stops));
+  result.works = true;
+  return finish(fmt::format("honored: {} stops over a 1000-iteration loop", stops));
+}
+
+}  // namespace
+
+ProbeReport run_probe() {
+  ProbeReport r;
+  CpuId cpu = read_cpu_id();
+  r.items.push_back({"cpu", true,
+                     fmt::format("{} family {} model {} stepping {}", cpu.vendor, cpu.family, cpu.model,
+                                 cpu.stepping)});
+  r.items.push_back({"hypervisor", cpu.hypervisor,
+                     cpu.hypervisor ? "CPUID.1:ECX[31] set: running in a virtual machine"
+                                    : "CPUID.1:ECX[31] clear: bare metal"});
+
+  int err = 0;
+  auto paranoid = read_first_line("/proc/sys/kernel/perf_event_paranoid", &err);
+  r.items.push_back({"perf_event_paranoid", paranoid.has_value(),
+                     paranoid ? "/proc/sys/kernel/perf_event_paranoid = " + *paranoid
+                              : "cannot read /proc/sys/kernel/perf_event_paranoid: " + errno_name(err)});
+
+  perf_event_attr counter{};
+  counter.type = PERF_TYPE_HARDWARE;
+  counter.config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
+  counter.exclude_kernel = 1;
+  counter.exclude_hv = 1;
+  counter.disabled = 1;
+  r.items.push_back(perf_item("perf branch counter", "branch-instructions", counter));
+
+  ProbeItem bts = perf_item("perf BTS", "branch-instructions period 1 (BTS)", perf_bts_attr());
+  if (bts.works && bts_disabled_for_cpu(cpu)) {
+    bts.works = false;
+    bts.detail = "BTS support has been disabled for the target cpu (gdbserver's CPU check).";
+  }
+  r.perf_bts_works = bts.works;
+  r.items.push_back(bts);
+
+  perf_event_attr lbr{};
+  lbr.type = PERF_TYPE_HARDWARE;
+  lbr.config = PERF_COUNT_HW_CPU_CYCLES;
+  lbr.sample_period = uint64_t{1} << 40;  // never samples; keeps LBR on while the task runs
+  lbr.sample_type = PERF_SAMPLE_BRANCH_STACK;
+  lbr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_ANY;
+  lbr.exclude_kernel = 1;
+  lbr.exclude_hv = 1;
+  lbr.disabled = 1;
+  r.items.push_back(perf_item("LBR branch stack", "cycles + branch stack USER|ANY", lbr));
+
+  const char* pt_type_path = "/sys/bus/event_source/devices/intel_pt/type";
+  auto pt_type = read_first_line(pt_type_path, &err);
+  if (!pt_type) {
+    r.items.push_back({"Intel PT", false, fmt::format("{}: {}", pt_type_path, errno_name(err))});
+  } else {
+    perf_event_attr pt{};
+    pt.type = static_cast<uint32_t>(std::stoul(*pt_type));
+    pt.exclude_kernel = 1;
+    pt.exclude_hv = 1;
+    pt.disabled = 1;
+    ProbeItem item = perf_item("Intel PT", "intel_pt type " + *pt_type, pt);
+    r.pt_works = item.works;
+    r.items.push_back(item);
+  }
+
+  BtfResult btf = probe_btf();
+  r.btf_works = btf.works;
+  r.items.push_back({"BTF (PTRACE_SINGLEBLOCK)", btf.works, btf.detail});
+
+  const char* helper = "/dev/msr_helper";
+  if (access(helper, F_OK) != 0) {
+    r.items.push_back({"msr_helper (LBR module)", false, "not loaded (no /dev/msr_helper)"});
+  } else {
+    int fd = open(helper, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      r.items.push_back({"msr_helper (LBR module)", false, "/dev/msr_helper: " + perf_errno_text(errno)});
+    } else {
+      close(fd);
+      r.lbr_module = true;
+      r.items.push_back({"msr_helper (LBR module)", true, "/dev/msr_helper opens"});
+    }
+  }
+
+  r.best_source = r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "software";
+  r.stepbranch_mechanism = r.btf_works ? "singleblock" : "software";
+  return r;
+}
+
+std::string format_probe(const ProbeReport& report) {
+  size_t width = 0;
+  for (const auto& item : report.items) width = std::max(width, item.name.size());
+  std::string out;
+  for (const auto& item : report.items)
+    out += fmt::format("{:<{}}  {:<3}  {}\n", item.name, width, item.works ? "yes" : "no", item.detail);
+  out += fmt::format("{:<{}}  {}\n", "branch source", width, report.best_source);
+  out += fmt::format("{:<{}}  {}\n", "stepbranch", width, report.stepbranch_mechanism);
+  return out;
+}
+
+}  // namespace backend
