@@ -35,7 +35,7 @@ TEST_CASE("program and its arguments stay together, options before COMM") {
   CHECK(o.program == std::vector<std::string>{"./prog", "--once", "-x"});
 }
 
-TEST_CASE("--attach COMM PID and --multi COMM") {
+TEST_CASE("attach and multi command lines") {
   auto r = parse({"--attach", ":1", "4321"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   CHECK(std::get<ServerOptions>(r).attach_pid == 4321);
@@ -47,7 +47,7 @@ TEST_CASE("--attach COMM PID and --multi COMM") {
   CHECK(std::get<ServerOptions>(m).program.empty());
 }
 
-TEST_CASE("--wrapper takes everything up to --") {
+TEST_CASE("wrapper arguments run up to the double dash") {
   auto r = parse({"--wrapper", "env", "A=1", "--", ":1", "prog"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   auto& o = std::get<ServerOptions>(r);
