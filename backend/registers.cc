@@ -33,18 +33,30 @@ struct LayoutBuilder {
   }
 };
 
-// Offset of an XSAVE component in the standard (non-compacted) format the kernel uses for ptrace.
-uint32_t xsave_component_offset(int component) {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(0xd, static_cast<unsigned>(component), &eax, &ebx, &ecx, &edx)) return 0;
-  return ebx;
+// The CPU's XSAVE geometry (CPUID leaf 0xD). Read once: CPUID traps to the hypervisor in a VM
+// and costs microseconds, and it is asked for every register of every stop otherwise.
+struct XsaveGeometry {
+  uint32_t area_size = 4096;
+  uint32_t offset[32] = {};
+  XsaveGeometry() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(0xd, 0, &eax, &ebx, &ecx, &edx) && ecx >= 576) area_size = ecx;
+    for (unsigned c = 2; c < 32; ++c)
+      if (__get_cpuid_count(0xd, c, &eax, &ebx, &ecx, &edx)) offset[c] = ebx;
+  }
+};
+
+const XsaveGeometry& xsave_geometry() {
+  static const XsaveGeometry geometry;  // a constant of the machine, computed on first use
+  return geometry;
 }
 
-uint32_t xsave_area_size() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(0xd, 0, &eax, &ebx, &ecx, &edx) || ecx < 576) return 4096;
-  return ecx;  // maximum size for every feature the CPU supports
+// Offset of an XSAVE component in the standard (non-compacted) format the kernel uses for ptrace.
+uint32_t xsave_component_offset(int component) {
+  return component >= 0 && component < 32 ? xsave_geometry().offset[component] : 0;
 }
+
+uint32_t xsave_area_size() { return xsave_geometry().area_size; }
 
 // The i387 tag of one 80-bit register value (0 valid, 1 zero, 2 special).
 unsigned i387_tag(const uint8_t* raw) {
