@@ -12,7 +12,9 @@
 namespace server {
 
 namespace {
-constexpr uint64_t kMaxPread = 0x100000;  // bound what one request can make us allocate
+// GDB asks for PacketSize bytes to fill its one-block read-ahead cache, even for a 4-byte read:
+// a smaller reply keeps scattered reads (DWARF of large debug files) cheap.
+constexpr uint64_t kMaxPread = 0x4000;
 }
 
 HostIo::~HostIo() {
