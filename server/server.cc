@@ -96,6 +96,20 @@ int Server::run() {
   sigchld_stream_.emplace(io_, sigchld_fd_);
   watch_sigchld();
 
+  // Bind before starting the program (as gdbserver does): a busy port must not leave a
+  // launched program behind.
+  auto address = parse_comm(options_.comm);
+  if (!address->stdio) {
+    try {
+      prepare_listener();
+    } catch (const boost::system::system_error& e) {
+      std::string reason = e.code() == asio::error::address_in_use ? "Address already in use." : e.code().message() + ".";
+      log_.notice(fmt::format("Can't bind address: {}", reason));
+      log_.notice("Exiting");
+      return 1;
+    }
+  }
+
   if (options_.attach_pid) {
     if (auto r = attach(*options_.attach_pid); !r) {
       log_.notice(fmt::format("Cannot attach to process {}: {}", *options_.attach_pid, r.error().message));
@@ -116,24 +130,17 @@ int Server::run() {
     }
   }
 
-  auto address = parse_comm(options_.comm);
   if (address->stdio) {
     start_stdio();
   } else {
-    try {
-      start_listening();
-    } catch (const boost::system::system_error& e) {
-      std::string reason = e.code() == asio::error::address_in_use ? "Address already in use." : e.code().message() + ".";
-      log_.notice(fmt::format("Can't bind address: {}", reason));
-      log_.notice("Exiting");
-      return 1;
-    }
+    log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
+    accept_next();
   }
   io_.run();
   return exit_code_;
 }
 
-void Server::start_listening() {
+void Server::prepare_listener() {
   auto address = *parse_comm(options_.comm);
   tcp::resolver resolver(io_);
   auto endpoints = resolver.resolve(address.host, address.port, tcp::resolver::numeric_service);
@@ -146,8 +153,6 @@ void Server::start_listening() {
   acceptor_->set_option(tcp::acceptor::reuse_address(true));
   acceptor_->bind(endpoint);
   acceptor_->listen(1);
-  log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
-  accept_next();
 }
 
 void Server::accept_next() {

@@ -51,7 +51,7 @@ class Server {
   backend::TraceSource btrace_source() const;
 
  private:
-  void start_listening();
+  void prepare_listener();  // resolve, bind and listen (throws on failure)
   void accept_next();
   void start_stdio();
   void watch_sigchld();
