@@ -208,6 +208,16 @@ class _Remote:
         return StopReply(reply)
 
 
+def _server_has_stepbranch():
+    """Asks without side effects: other servers may take the raw packet for a step (gdbserver
+    reads `stepbranch` as `s` with a garbage address), so look at `monitor help` first."""
+    try:
+        text = gdb.execute("monitor help", to_string=True)
+    except gdb.error:
+        return False
+    return "stepbranch" in text
+
+
 def _report_non_branch_stop(reply):
     """Explain a stop that is not 'took a branch'. Returns True if the program still lives."""
     if reply.kind in ("W", "X"):
@@ -388,6 +398,11 @@ If the server does not know the packet, the --client method is used."""
             _replay_forward(rec, count)
             return
         if "client" in flags:
+            _client_stepbranch(count)
+            return
+        if not _server_has_stepbranch():
+            gdb.write("stepbranch: the server does not offer stepbranch (`monitor help` does not "
+                      "list it); single-stepping from GDB instead.\n")
             _client_stepbranch(count)
             return
         remote = _Remote()
