@@ -42,7 +42,9 @@ Result<void> TraceManager::enable(pid_t tid) {
     trace.ring = std::make_unique<BranchRing>(buffer_size_);
   }
   last_kind_ = trace.kind;
+  bool lbr = trace.kind == Kind::Lbr;
   threads_.emplace(tid, std::move(trace));
+  if (lbr) thread_stopped(tid);  // arms the module's LBR for this thread
   return {};
 }
 

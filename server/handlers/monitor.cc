@@ -134,11 +134,17 @@ std::string lbr_command(Session& s) {
   if (!device) return backend::lbr_probe_line() + "\n";
   pid_t tid = s.general_thread();
   auto snapshot = device->snapshot(tid);
+  if (!snapshot && snapshot.error().code == ESRCH) {
+    // Not attached yet: arm it now; the next stop of this thread takes a snapshot.
+    if (auto a = device->attach(tid); !a) return "LBR attach failed: " + a.error().message + "\n";
+    return fmt::format("LBR armed for thread {}: the next stop takes a snapshot; run 'monitor lbr' then.\n", tid);
+  }
   if (!snapshot) return "LBR snapshot failed: " + snapshot.error().message + "\n";
   auto symbols = symbols_for(*p);
-  std::string out = fmt::format("Last {} branches before this stop (newest last):\n", snapshot->entries.size());
-  for (const auto& e : snapshot->entries)
-    out += branch_line(symbols, backend::Branch{e.from, e.to});
+  std::string out = fmt::format("Last {} branches before this stop (newest last){}:\n", snapshot->count,
+                                snapshot->simulated ? " [SIMULATED LBR: test mode]" : "");
+  for (uint32_t i = snapshot->count; i-- > 0;)
+    out += branch_line(symbols, backend::Branch{snapshot->entries[i].from, snapshot->entries[i].to});
   return out;
 }
 
