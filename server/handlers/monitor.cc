@@ -134,7 +134,7 @@ std::string lbr_command(Session& s) {
   if (!device) return backend::lbr_probe_line() + "\n";
   pid_t tid = s.general_thread();
   auto snapshot = device->snapshot(tid);
-  if (!snapshot && snapshot.error().code == ESRCH) {
+  if (!snapshot && snapshot.error().code == ENOENT) {
     // Not attached yet: arm it now; the next stop of this thread takes a snapshot.
     if (auto a = device->attach(tid); !a) return "LBR attach failed: " + a.error().message + "\n";
     return fmt::format("LBR armed for thread {}: the next stop takes a snapshot; run 'monitor lbr' then.\n", tid);
