@@ -33,6 +33,18 @@ const backend::ProbeReport& Server::probe() {
   return *probe_;
 }
 
+backend::LbrDevice* Server::lbr_device(std::string* why) {
+  if (!lbr_device_) {
+    auto device = backend::LbrDevice::open();
+    if (!device) {
+      if (why) *why = backend::lbr_probe_line();
+      return nullptr;
+    }
+    lbr_device_.emplace(std::move(*device));
+  }
+  return &*lbr_device_;
+}
+
 backend::TraceSource Server::btrace_source() const {
   if (options_.btrace_source == "bts") return backend::TraceSource::PerfBts;
   if (options_.btrace_source == "lbr") return backend::TraceSource::Lbr;

@@ -11,6 +11,7 @@
 
 #include "backend/btrace/tracer.h"
 #include "backend/process.h"
+#include "backend/btrace/lbr_source.h"
 #include "backend/probe.h"
 #include "server/log.h"
 #include "server/options.h"
@@ -48,6 +49,9 @@ class Server {
   void session_closed(Session* session);
 
   const backend::ProbeReport& probe();
+  // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
+  // the file it was attached through. Null (with `why`) when the module is not there.
+  backend::LbrDevice* lbr_device(std::string* why);
   backend::TraceSource btrace_source() const;
 
  private:
@@ -76,6 +80,7 @@ class Server {
   bool exit_requested_ = false;
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
+  std::optional<backend::LbrDevice> lbr_device_;
 };
 
 }  // namespace server

@@ -130,8 +130,9 @@ std::string btrace_command(Session& s, const std::vector<std::string>& w) {
 std::string lbr_command(Session& s) {
   auto* p = s.process();
   if (!p) return "No process.\n";
-  auto device = backend::LbrDevice::open();
-  if (!device) return backend::lbr_probe_line() + "\n";
+  std::string why;
+  auto* device = s.server().lbr_device(&why);
+  if (!device) return why + "\n";
   pid_t tid = s.general_thread();
   auto snapshot = device->snapshot(tid);
   if (!snapshot && snapshot.error().code == ENOENT) {
