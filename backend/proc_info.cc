@@ -58,10 +58,11 @@ Result<std::vector<MemoryRegion>> read_memory_map(pid_t pid) {
     // start-end perms offset dev inode [path]
     MemoryRegion r;
     char perms[8] = {};
-    unsigned long long start = 0, end = 0;
+    unsigned long long start = 0, end = 0, offset = 0;
     int consumed = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx %7s %*s %*s %*s %n", &start, &end, perms, &consumed) < 3) continue;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset, &consumed) < 4) continue;
     r.start = start;
+    r.offset = offset;
     r.end = end;
     r.read = perms[0] == 'r';
     r.write = perms[1] == 'w';
