@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backend/launch.h"
+#include "backend/probe.h"
 #include "backend/proc_info.h"
 
 namespace backend {
@@ -25,25 +26,9 @@ constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE
 
 int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
 
-// Placeholder until the branch-trace engineer wires the real tracer in.
-class UnavailableTracer final : public BranchTracer {
- public:
-  Result<void> enable(pid_t) override {
-    return Error{ENOSYS, "Failed to start recording: branch tracing is not built yet."};
-  }
-  Result<void> disable(pid_t) override { return Error{ENOSYS, "Branch tracing is not enabled."}; }
-  bool enabled(pid_t) const override { return false; }
-  void set_buffer_size(uint64_t bytes) override { size_ = bytes; }
-  uint64_t buffer_size(pid_t) const override { return size_; }
-  Result<std::vector<TraceBlock>> read(pid_t, TraceRead) override {
-    return Error{ENOSYS, "Branch tracing is not enabled."};
-  }
-  std::vector<Branch> history(pid_t, size_t) const override { return {}; }
-  std::string source_name() const override { return "none"; }
-
- private:
-  uint64_t size_ = 64 * 1024;
-};
+// A traced run hands back to the server's loop after this many wait statuses (bounded slices).
+constexpr int kStatusesPerSlice = 256;
+constexpr long kPtraceSingleblock = 33;  // PTRACE_SINGLEBLOCK (x86)
 
 }  // namespace
 
@@ -63,7 +48,17 @@ Result<std::unique_ptr<Process>> Process::attach(pid_t pid) {
 
 LinuxProcess::LinuxProcess(pid_t pid, bool attached)
     : pid_(pid), attached_(attached), layout_(make_register_layout(host_xcr0())), mem_(pid),
-      tracer_(std::make_unique<UnavailableTracer>()) {}
+      tracer_(std::make_unique<TraceManager>(TraceSource::Auto, [this](pid_t tid) { return get_pc(tid); })),
+      code_cache_([this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+        auto n = read_memory(addr, out);  // through the breakpoint shadow: original bytes
+        return n ? *n : 0;
+      }) {}
+
+void LinuxProcess::set_trace_source(TraceSource source) {
+  uint64_t size = tracer_->buffer_size(0);
+  tracer_ = std::make_unique<TraceManager>(source, [this](pid_t tid) { return get_pc(tid); });
+  tracer_->set_buffer_size(size);
+}
 
 LinuxProcess::~LinuxProcess() {
   // Launched programs die with us (as gdbserver's do); attached ones are let go.
@@ -198,7 +193,7 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
   for (auto& [tid, a] : actions) {
     Thread& t = threads_[tid];
     if (!t.pending) continue;
-    if (t.pending->kind == StopKind::Breakpoint && !breakpoints_.contains(get_pc(tid))) {
+    if (t.pending->kind == StopKind::Breakpoint && !breakpoints_.has_client(get_pc(tid))) {
       t.pending.reset();
       continue;
     }
@@ -221,15 +216,45 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
   return {};
 }
 
-// Resumes the deferred threads, but first steps each one that sits on a software breakpoint
-// over it alone (lift the int3, single-step, put it back) while the others wait.
+// Resumes the deferred threads. A thread sitting on an int3 (ours or the client's) first
+// executes the instruction there: a control-flow instruction is emulated in place (so a shared
+// int3 is never lifted while others run), anything else is stepped over with the int3 lifted
+// while the others wait.
 void LinuxProcess::start_deferred() {
-  for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+  int emulations = 0;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
     Thread* t = find(it->first);
-    if (!t) continue;
+    if (!t) {
+      it = deferred_.erase(it);
+      continue;
+    }
     uint64_t pc = get_pc(t->tid);
-    if (!breakpoints_.contains(pc)) continue;
+    if (!breakpoints_.contains(pc)) {
+      ++it;
+      continue;
+    }
     int signo = it->second.signo;
+    if (signo == 0 && it->second.kind != ResumeKind::Stop) {
+      auto insn = code_cache_.insn_at(pc);
+      if (insn && insn->second && flow_is_emulatable(insn->second->kind)) {
+        if (auto out = emulate(*t, *insn->second)) {
+          flow_done(*t, *insn->second, *out);
+          const ResumeAction& a = it->second;
+          uint64_t now = out->next_pc;
+          bool in_range = a.kind == ResumeKind::RangeStep && a.range_start <= now && now < a.range_end;
+          if (a.kind == ResumeKind::Step || (a.kind == ResumeKind::RangeStep && (!in_range || breakpoints_.has_client(now)))) {
+            deferred_.clear();  // nobody ran: the emulated step alone is the event
+            return report(*t, make_event(StopKind::Step, t->tid, SIGTRAP));
+          }
+          if (a.kind == ResumeKind::Continue && breakpoints_.has_client(now)) {
+            deferred_.clear();  // the branch led straight onto a client breakpoint
+            return report(*t, make_event(StopKind::Breakpoint, t->tid, SIGTRAP));
+          }
+          if (++emulations < 4096) continue;  // same thread again: its new pc may hold an int3 too
+          pc = now;
+        }
+      }
+    }
     t->action.signo = 0;  // the signal goes with the step-over
     deferred_.erase(it);
     if (!breakpoints_.lift(mem_, pc)) continue;
@@ -243,17 +268,33 @@ void LinuxProcess::start_deferred() {
   for (auto& [tid, a] : todo) {
     Thread* t = find(tid);
     if (!t) continue;
+    if (a.kind == ResumeKind::Continue && traced(tid)) {
+      if (a.signo && signal_is_caught(pid_, a.signo)) deliver_traced_signal(*t, a.signo);
+      else continue_traced(*t, a.signo);
+      continue;
+    }
     t->mode = a.kind == ResumeKind::RangeStep ? RunMode::RangeStep : RunMode::Normal;
     resume_thread(*t, a.signo);
   }
 }
 
 void LinuxProcess::resume_thread(Thread& t, int signo) {
+  if (event_) return;  // everybody is being stopped for a reported event: stay stopped
   bool single = t.mode == RunMode::StepOverBreakpoint || t.mode == RunMode::RangeStep ||
+                t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry ||
                 (t.mode == RunMode::Normal && t.action.kind == ResumeKind::Step);
-  if (::ptrace(single ? PTRACE_SINGLESTEP : PTRACE_CONT, t.tid, nullptr,
+  bool block = t.mode == RunMode::StepBranch && t.singleblock;
+  if (single && traced(t.tid) && t.mode != RunMode::FlowStep && t.mode != RunMode::SignalEntry) {
+    // A client step of a traced thread: remember where it was to record a branch it takes.
+    t.step_from = get_pc(t.tid);
+    t.step_into_handler = signo != 0 && signal_is_caught(pid_, signo);
+    if (t.step_into_handler) t.signal_from = insn_before_pc(t, t.step_from).value_or(0);
+  }
+  long request = block ? kPtraceSingleblock : single ? long{PTRACE_SINGLESTEP} : long{PTRACE_CONT};
+  if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
                reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
     return;  // ESRCH: the thread is gone; its exit status will tell
+  single = single || block;
   t.stepping = single;
   t.running = true;
 }
@@ -273,7 +314,9 @@ void LinuxProcess::interrupt() {
 }
 
 std::optional<StopEvent> LinuxProcess::poll_events() {
+  wants_poll_ = false;
   auto finish = [this](StopEvent ev) {
+    settle_threads();
     event_.reset();
     ready_event_.reset();
     running_ = false;
@@ -285,7 +328,13 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   if (!alive_) return std::nullopt;
 
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
+  // A traced run can produce statuses forever: hand back to the loop after a bounded slice.
+  int handled = 0;
   for (bool progress = true; progress && alive_;) {
+    if (handled >= kStatusesPerSlice && !(event_ && all_stopped())) {
+      wants_poll_ = true;
+      return std::nullopt;
+    }
     progress = false;
     std::vector<pid_t> tids;
     for (const auto& [tid, t] : threads_) tids.push_back(tid);
@@ -299,6 +348,7 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
         continue;
       }
       progress = true;
+      ++handled;
       handle_stop(tid, status);
     }
   }
@@ -308,6 +358,8 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
 }
 
 void LinuxProcess::forget_process(StopEvent exit_event) {
+  for (const auto& [tid, t] : threads_) tracer_->thread_exited(tid);
+  code_cache_.clear();
   alive_ = false;
   threads_.clear();
   deferred_.clear();
@@ -321,6 +373,7 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
 void LinuxProcess::handle_stop(pid_t tid, int status) {
   Thread* t = find(tid);
   if (!t) return;
+  ++ptrace_stops_;
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     if (tid == pid_) {
       // The leader is reaped last (after every other thread): the whole process is gone.
@@ -328,6 +381,10 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
       ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
       forget_process(ev);
     } else {
+      arm(*t, 0);
+      if (t->lifted) (void)breakpoints_.lower(mem_, t->lifted);
+      if (t->mode == RunMode::StepOverBreakpoint) (void)breakpoints_.lower(mem_, t->step_over_addr);
+      tracer_->thread_exited(tid);
       deferred_.erase(tid);
       threads_.erase(tid);
     }
@@ -353,7 +410,11 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
 
   // Signals to pass without telling the client are re-delivered at once.
   if (pass_signals_.count(sig)) {
-    if (!event_) {
+    if (!event_ && t->mode == RunMode::Traced) {
+      commit_plan(*t, get_pc(t->tid));
+      if (signal_is_caught(pid_, sig)) deliver_traced_signal(*t, sig);
+      else continue_traced(*t, sig);
+    } else if (!event_) {
       resume_thread(*t, sig);
     } else {
       t->deliver_signal = sig;
@@ -381,11 +442,25 @@ void LinuxProcess::handle_trap(Thread& t) {
     return report(t, ev);
   }
   uint64_t pc = get_pc(t.tid);
+  if (t.mode == RunMode::FlowStep && si.si_code == SI_KERNEL && t.lifted && pc - 1 == t.lifted) {
+    // The stepped instruction is the program's own int3 (a Trap we let the CPU run).
+    (void)breakpoints_.lower(mem_, t.lifted);
+    t.lifted = 0;
+    t.mode = t.flow_return == RunMode::StepBranch ? RunMode::Normal : t.flow_return;
+    t.last_signal = SIGTRAP;
+    return report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+  }
   if (si.si_code == SI_KERNEL && breakpoints_.contains(pc - 1)) {
     // int3 leaves pc after itself: rewind to the breakpoint address.
     set_pc(t.tid, pc - 1);
-    // (Software tracer / stepbranch: an internal-only breakpoint for a thread in their mode is
-    // handled here before being reported.)
+    bool ours_only = !breakpoints_.has_client(pc - 1);
+    if (ours_only && (t.mode == RunMode::Traced || t.mode == RunMode::Normal || t.mode == RunMode::RangeStep))
+      return internal_hit(t, pc - 1);
+    if (ours_only && t.mode == RunMode::StepBranch) {
+      arm(t, 0);
+      if (!event_) stepbranch_run(t);
+      return;
+    }
     return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
   }
   if (t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL) return handle_step_done(t);
@@ -396,6 +471,18 @@ void LinuxProcess::handle_trap(Thread& t) {
 
 void LinuxProcess::handle_step_done(Thread& t) {
   uint64_t pc = get_pc(t.tid);
+  if (t.mode == RunMode::FlowStep) return flow_step_done(t);
+  if (t.mode == RunMode::SignalEntry) {
+    // Stopped at the handler's first instruction: the signal was a branch from the last
+    // instruction executed before it.
+    if (t.signal_from) record(t, t.signal_from, pc);
+    t.block_start = pc;
+    t.last_flow_taken = true;
+    if (t.action.kind == ResumeKind::Continue) return continue_traced(t, 0);
+    return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+  }
+  if (t.mode == RunMode::StepBranch) return stepbranch_singleblock_done(t);
+  if (traced(t.tid)) record_step(t, pc);
   if (t.mode == RunMode::StepOverBreakpoint) {
     (void)breakpoints_.lower(mem_, t.step_over_addr);
     t.mode = RunMode::Normal;
@@ -460,11 +547,14 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
       // The image changed: breakpoints are gone, only this thread (now the leader) remains.
       // Without exec events GDB gets a SIGTRAP stop.
       Thread leader{pid_};
+      for (const auto& [tid, old] : threads_)
+        if (tid != pid_) tracer_->thread_exited(tid);
       threads_.clear();
       deferred_.clear();
       event_.reset();
       threads_[pid_] = leader;
       breakpoints_.clear();
+      code_cache_.clear();
       mem_.open(pid_);
       (void)debug_.apply(pid_);
       StopEvent ev = make_event(StopKind::Signal, pid_, SIGTRAP);
@@ -482,6 +572,12 @@ void LinuxProcess::report(Thread& t, StopEvent ev) {
     (void)breakpoints_.lower(mem_, t.step_over_addr);
     t.mode = RunMode::Normal;
   }
+  if (t.lifted) {
+    (void)breakpoints_.lower(mem_, t.lifted);
+    t.lifted = 0;
+  }
+  if (t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry || t.mode == RunMode::StepBranch)
+    t.mode = RunMode::Normal;
   if (event_) {
     t.pending = std::move(ev);
     return;
@@ -496,8 +592,301 @@ void LinuxProcess::stop_others() {
     if (t.running && !t.sigstop_expected && tgkill(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
 }
 
-Result<void> LinuxProcess::step_branch(pid_t, uint32_t) {
-  return Error{ENOSYS, "stepbranch is not available yet."};
+// ---------------------------------------------------------------- branch engine
+//
+// Software tracing: a traced thread that continues runs to an internal int3 on the first
+// control-flow instruction whose outcome is not known statically (direct jmp/call are followed
+// at planning time), where the instruction is emulated (or, for syscalls and traps, stepped
+// with the int3 lifted), recorded, and the next stop planned. One ptrace stop per executed
+// non-direct control-flow instruction, none per ordinary instruction.
+
+bool LinuxProcess::traced(pid_t tid) const { return tracer_->software_traced(tid); }
+
+void LinuxProcess::record(Thread& t, uint64_t from, uint64_t to) {
+  if (traced(t.tid)) tracer_->record(t.tid, from, to);
+}
+
+void LinuxProcess::arm(Thread& t, uint64_t addr) {
+  if (t.armed == addr) return;
+  if (t.armed) (void)breakpoints_.remove(mem_, t.armed, BreakpointOwner::Internal);
+  t.armed = 0;
+  if (addr && breakpoints_.insert(mem_, addr, BreakpointOwner::Internal)) t.armed = addr;
+}
+
+void LinuxProcess::commit_plan(Thread& t, uint64_t pc) {
+  if (!t.plan.active()) return;
+  auto passed = t.plan.commit(pc, t.block_start);
+  for (const Branch& b : passed) record(t, b.from, b.to);
+  if (!passed.empty()) {
+    t.last_flow = passed.back().from;
+    t.last_flow_taken = true;
+  }
+}
+
+void LinuxProcess::continue_traced(Thread& t, int signo) {
+  if (!traced(t.tid)) {
+    arm(t, 0);
+    t.mode = RunMode::Normal;
+    return resume_thread(t, signo);
+  }
+  t.mode = RunMode::Traced;
+  if (t.plan.plan(code_cache_, get_pc(t.tid))) arm(t, t.plan.stop_addr());
+  else arm(t, 0);  // undecodable code: it runs untraced until something stops it
+  resume_thread(t, signo);
+}
+
+Result<FlowOutcome> LinuxProcess::emulate(Thread& t, const FlowInsn& insn) {
+  // Only the general registers matter: GETREGS/SETREGS instead of the full register file.
+  user_regs_struct gp{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return errno_error("PTRACE_GETREGS");
+  gprs_to_file(gp, layout_, scratch_regs_);
+  MemoryReader reader = [this](uint64_t addr, std::span<uint8_t> out) {
+    auto n = mem_.read(addr, out);
+    return n && *n == out.size();
+  };
+  MemoryWriter writer = [this](uint64_t addr, std::span<const uint8_t> data) {
+    auto n = mem_.write(addr, data);
+    return n && *n == data.size();
+  };
+  auto out = emulate_flow(insn, scratch_regs_, layout_, reader, writer);
+  if (!out) return out.error();
+  file_to_gprs(scratch_regs_, layout_, gp);
+  if (::ptrace(PTRACE_SETREGS, t.tid, nullptr, &gp) != 0) return errno_error("PTRACE_SETREGS");
+  ++emulated_flows_;
+  return out;
+}
+
+std::optional<FlowOutcome> LinuxProcess::execute_flow(Thread& t, const FlowInsn& insn) {
+  if (flow_is_emulatable(insn.kind))
+    if (auto out = emulate(t, insn)) return *out;
+  // The CPU runs it (syscall, trap, or a form we cannot emulate): lift our int3 for one step.
+  // Others keep running and could pass the lifted address unseen; only rare kinds get here.
+  t.flow = insn;
+  t.lifted = 0;
+  bool lifted_by_other = false;
+  for (const auto& [tid, other] : threads_) lifted_by_other = lifted_by_other || (other.lifted == insn.addr);
+  if (!lifted_by_other && breakpoints_.contains(insn.addr) && breakpoints_.lift(mem_, insn.addr)) t.lifted = insn.addr;
+  t.flow_return = t.mode;
+  t.mode = RunMode::FlowStep;
+  resume_thread(t, 0);
+  return std::nullopt;
+}
+
+void LinuxProcess::flow_done(Thread& t, const FlowInsn& insn, const FlowOutcome& out) {
+  if (out.taken) record(t, insn.addr, out.next_pc);
+  t.last_flow = insn.addr;
+  t.last_flow_taken = out.taken;
+  t.block_start = out.next_pc;
+  if (t.mode == RunMode::StepBranch && out.taken) {
+    t.last_branch = Branch{insn.addr, out.next_pc};
+    if (t.branches_left) --t.branches_left;
+  }
+}
+
+void LinuxProcess::flow_step_done(Thread& t) {
+  if (t.lifted) (void)breakpoints_.lower(mem_, t.lifted);
+  t.lifted = 0;
+  t.mode = t.flow_return;
+  uint64_t pc = get_pc(t.tid);
+  // Landing elsewhere than after the instruction: rt_sigreturn, or a handler entered at
+  // syscall exit. Unknown length (undecodable bytes): nothing is recorded.
+  bool moved = t.flow.len != 0 && pc != t.flow.addr + t.flow.len;
+  flow_done(t, t.flow, FlowOutcome{pc, moved});
+  proceed(t);
+}
+
+void LinuxProcess::proceed(Thread& t) {
+  if (event_) return;  // stays where it is; the next resume carries on
+  switch (t.mode) {
+    case RunMode::Traced: return continue_traced(t, 0);
+    case RunMode::StepBranch: return stepbranch_run(t);
+    case RunMode::RangeStep: {
+      uint64_t pc = get_pc(t.tid);
+      if (t.action.range_start <= pc && pc < t.action.range_end && !breakpoints_.has_client(pc))
+        return resume_thread(t, 0);
+      return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+    }
+    default:
+      if (t.action.kind == ResumeKind::Step) return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+      return resume_thread(t, 0);
+  }
+}
+
+// A thread stopped on an int3 that is ours only (a traced thread's armed stop, or another
+// thread's): execute the control-flow instruction there for it and let it go on.
+void LinuxProcess::internal_hit(Thread& t, uint64_t addr) {
+  std::optional<FlowInsn> insn;
+  if (t.mode == RunMode::Traced) {
+    if (t.plan.active() && t.plan.stop_addr() == addr) insn = t.plan.stop_insn();
+    commit_plan(t, addr);
+  }
+  if (!insn) {
+    FlowInsn f;
+    f.addr = addr;
+    f.kind = FlowKind::Trap;
+    if (auto d = code_cache_.insn_at(addr)) {
+      if (d->second) f = *d->second;
+      else f.len = d->first;
+    }
+    insn = f;
+  }
+  if (event_) return;  // the process is stopping: execute it at the next resume
+  if (auto out = execute_flow(t, *insn)) {
+    flow_done(t, *insn, *out);
+    proceed(t);
+  }
+}
+
+void LinuxProcess::deliver_traced_signal(Thread& t, int signo) {
+  // Single-stepping with the signal stops at the handler's first instruction.
+  t.signal_from = insn_before_pc(t, get_pc(t.tid)).value_or(0);
+  t.mode = RunMode::SignalEntry;
+  resume_thread(t, signo);
+}
+
+std::optional<uint64_t> LinuxProcess::insn_before_pc(Thread& t, uint64_t pc) {
+  if (t.block_start == 0) return std::nullopt;
+  if (pc == t.block_start) {
+    // Nothing ran in this block yet: the previous instruction is the last control-flow one
+    // if execution fell through it (syscall, not-taken jcc).
+    if (t.last_flow && !t.last_flow_taken) return t.last_flow;
+    return std::nullopt;
+  }
+  return insn_before(code_cache_, t.block_start, pc);
+}
+
+void LinuxProcess::record_step(Thread& t, uint64_t pc) {
+  if (t.step_into_handler) {
+    t.step_into_handler = false;
+    if (t.signal_from) record(t, t.signal_from, pc);
+    t.block_start = pc;
+    t.last_flow_taken = true;
+    return;
+  }
+  auto insn = code_cache_.insn_at(t.step_from);
+  if (!insn) return;
+  if (pc != t.step_from + insn->first) {
+    record(t, t.step_from, pc);
+    t.block_start = pc;
+    t.last_flow = t.step_from;
+    t.last_flow_taken = true;
+  } else if (insn->second) {
+    t.block_start = pc;
+    t.last_flow = t.step_from;
+    t.last_flow_taken = false;
+  }
+}
+
+// At a reported stop: record what the traced threads passed, take our int3s out, and put
+// threads caught in the middle of internal work back to a plain state.
+void LinuxProcess::settle_threads() {
+  for (auto& [tid, t] : threads_) {
+    if (t.plan.active()) commit_plan(t, get_pc(tid));
+    arm(t, 0);
+    if (t.lifted) (void)breakpoints_.lower(mem_, t.lifted);
+    t.lifted = 0;
+    if (t.mode != RunMode::RangeStep && t.mode != RunMode::StepOverBreakpoint) t.mode = RunMode::Normal;
+    tracer_->thread_stopped(tid);
+  }
+}
+
+// ---------------------------------------------------------------- stepbranch
+
+Result<void> LinuxProcess::step_branch(pid_t tid, uint32_t count) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (running_) return Error{EBUSY, "The process is already running."};
+  Thread* t = find(tid);
+  if (!t) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  if (!btf_works_) btf_works_ = run_probe().btf_works;  // once per process
+  if (t->pending) {  // an event already waiting for this thread comes first
+    ready_event_ = *t->pending;
+    t->pending.reset();
+    running_ = true;
+    return {};
+  }
+  t->action = ResumeAction{ResumeKind::Continue, 0};
+  t->mode = RunMode::StepBranch;
+  t->singleblock = *btf_works_;
+  t->branches_left = count == 0 ? 1 : count;
+  t->last_branch = Branch{};
+  t->last_signal = 0;
+  uint64_t pc = get_pc(tid);
+  // GDB re-inserts its breakpoints before the packet: the one under pc is stepped over.
+  t->pass_client_at = breakpoints_.has_client(pc) ? pc : 0;
+  running_ = true;
+  stepbranch_run(*t);
+  return {};
+}
+
+// Software stepbranch: run alone to the next control-flow instruction (client breakpoints and
+// watchpoints on the way still stop it), execute it; count taken branches until done.
+void LinuxProcess::stepbranch_run(Thread& t) {
+  for (int guard = 0; guard < 100000 && !event_; ++guard) {
+    if (t.branches_left == 0) {
+      StopEvent ev = make_event(StopKind::StepBranch, t.tid, SIGTRAP);
+      ev.branch_from = t.last_branch.from;
+      ev.branch_to = t.last_branch.to;
+      ev.step_mechanism = t.singleblock ? "singleblock" : "software";
+      arm(t, 0);
+      return report(t, ev);
+    }
+    uint64_t pc = get_pc(t.tid);
+    bool pass_client = pc == t.pass_client_at;
+    t.pass_client_at = 0;
+    if (breakpoints_.has_client(pc) && !pass_client) {
+      arm(t, 0);
+      return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
+    }
+    auto block = code_cache_.block_at(pc);
+    if (!block) {
+      arm(t, 0);
+      return report(t, make_event(StopKind::Signal, t.tid, SIGSEGV));  // no code at pc
+    }
+    if (t.singleblock && !breakpoints_.contains(pc)) {
+      t.step_from = pc;
+      return resume_thread(t, 0);  // PTRACE_SINGLEBLOCK: the CPU stops after the next taken branch
+    }
+    if (block->end.addr != pc) {
+      if (breakpoints_.contains(pc)) {
+        // An ordinary instruction under an int3: the CPU runs it alone, int3 lifted.
+        FlowInsn one;
+        one.addr = pc;
+        one.kind = FlowKind::Trap;
+        if (auto d = code_cache_.insn_at(pc)) one.len = d->first;
+        if (!execute_flow(t, one)) return;
+        continue;
+      }
+      arm(t, block->end.addr);
+      return resume_thread(t, 0);  // PTRACE_CONT, this thread only
+    }
+    auto out = execute_flow(t, block->end);
+    if (!out) return;  // single-stepping it: flow_step_done() comes back here
+    flow_done(t, block->end, *out);
+  }
+}
+
+// PTRACE_SINGLEBLOCK stopped after a taken branch: find its source by walking forward from
+// where the step began, past conditional branches that fell through.
+void LinuxProcess::stepbranch_singleblock_done(Thread& t) {
+  uint64_t pc = get_pc(t.tid);
+  uint64_t at = t.step_from, from = 0;
+  for (int i = 0; i < 256; ++i) {
+    auto b = code_cache_.block_at(at);
+    if (!b) break;
+    const FlowInsn& e = b->end;
+    bool conditional = e.kind == FlowKind::CondJump || e.kind == FlowKind::Loop;
+    if (conditional && e.direct_target && *e.direct_target != pc && e.len) {
+      at = e.addr + e.len;
+      continue;
+    }
+    from = e.addr;
+    break;
+  }
+  t.last_branch = Branch{from, pc};
+  if (from) record(t, from, pc);
+  t.block_start = pc;
+  if (t.branches_left) --t.branches_left;
+  stepbranch_run(t);
 }
 
 // Stops every running thread right now (for detach/kill while running).
@@ -619,6 +1008,7 @@ Result<size_t> LinuxProcess::write_memory(uint64_t addr, std::span<const uint8_t
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
   std::vector<uint8_t> copy(data.begin(), data.end());
   breakpoints_.shadow_write(addr, copy);  // keeps our int3s, remembers the new originals
+  code_cache_.invalidate(addr, copy.size());
   return mem_.write(addr, copy);
 }
 

@@ -26,8 +26,11 @@
 #include <optional>
 #include <set>
 
+#include "backend/branch_engine.h"
 #include "backend/breakpoints.h"
+#include "backend/btrace/trace_manager.h"
 #include "backend/btrace/tracer.h"
+#include "backend/decoder.h"
 #include "backend/debug_registers.h"
 #include "backend/memory.h"
 #include "backend/process.h"
@@ -53,6 +56,7 @@ class LinuxProcess final : public Process {
   void interrupt() override;
   std::optional<StopEvent> poll_events() override;
   bool running() const override { return running_; }
+  bool wants_poll() const override { return wants_poll_; }
   Result<void> step_branch(pid_t tid, uint32_t count) override;
 
   Result<void> detach() override;
@@ -83,13 +87,24 @@ class LinuxProcess final : public Process {
   Result<std::vector<LibraryInfo>> libraries(uint64_t* main_lm) override;
 
   BranchTracer& tracer() override { return *tracer_; }
+  void set_trace_source(TraceSource source) override;
+
+  // Counters for tests and benchmarks: every wait status handled, and control-flow
+  // instructions executed by emulation instead of by the CPU.
+  uint64_t ptrace_stops() const { return ptrace_stops_; }
+  uint64_t emulated_flows() const { return emulated_flows_; }
 
   // Internal breakpoints (software tracer, stepbranch): share addresses with the client's.
   Result<void> insert_internal_breakpoint(uint64_t addr);
   Result<void> remove_internal_breakpoint(uint64_t addr);
 
  private:
-  enum class RunMode { Normal, RangeStep, StepOverBreakpoint };
+  // Traced: software branch tracing, running block by block to an armed internal breakpoint.
+  // FlowStep: single-stepping one control-flow instruction the emulator cannot execute
+  // (syscall, trap) with our int3 lifted; afterwards the thread goes back to `flow_return`.
+  // SignalEntry: a traced thread single-steps into a signal handler.
+  // StepBranch: stepbranch, this thread alone.
+  enum class RunMode { Normal, RangeStep, StepOverBreakpoint, Traced, FlowStep, SignalEntry, StepBranch };
   struct Thread {
     explicit Thread(pid_t id = 0) : tid(id) {}
     pid_t tid = 0;
@@ -102,6 +117,22 @@ class LinuxProcess final : public Process {
     RunMode mode = RunMode::Normal;
     ResumeAction action;              // what the client asked for this thread
     uint64_t step_over_addr = 0;
+    // ---- branch engine ----
+    PathPlan plan;                    // Traced: path to the armed breakpoint
+    uint64_t armed = 0;               // this thread's internal breakpoint (0 = none)
+    uint64_t block_start = 0;         // start of the straight-line block holding pc (0 = unknown)
+    uint64_t last_flow = 0;           // address of the last control-flow insn executed
+    bool last_flow_taken = true;
+    FlowInsn flow;                    // FlowStep: the instruction being stepped
+    uint64_t lifted = 0;              // FlowStep: int3 lifted for it (0 = none)
+    RunMode flow_return = RunMode::Normal;
+    uint64_t step_from = 0;           // traced single-step: pc before the step
+    bool step_into_handler = false;   // that step delivers a caught signal
+    uint64_t signal_from = 0;         // SignalEntry: last executed insn before the signal (0 = unknown)
+    uint32_t branches_left = 0;       // StepBranch
+    Branch last_branch;               // StepBranch: the newest taken branch
+    uint64_t pass_client_at = 0;      // StepBranch: a client breakpoint to step over, not report
+    bool singleblock = false;         // StepBranch with PTRACE_SINGLEBLOCK
   };
 
   LinuxProcess(pid_t pid, bool attached);
@@ -125,6 +156,28 @@ class LinuxProcess final : public Process {
   void stop_all_sync();
   void forget_process(StopEvent exit_event);
 
+  // ---- branch engine (software tracing, stepbranch, emulated step-over) ----
+  bool traced(pid_t tid) const;
+  void record(Thread& t, uint64_t from, uint64_t to);
+  void arm(Thread& t, uint64_t addr);          // moves t's internal breakpoint (0 = none)
+  void commit_plan(Thread& t, uint64_t pc);    // records the direct branches t has passed
+  // Runs a traced (or untraced) Continue thread from its pc: plan, arm, PTRACE_CONT.
+  void continue_traced(Thread& t, int signo);
+  // Executes the instruction at t's pc (t stopped on it): emulated when possible (returns the
+  // outcome), else single-stepped in FlowStep mode (returns nullopt; flow_step_done follows).
+  std::optional<FlowOutcome> execute_flow(Thread& t, const FlowInsn& insn);
+  Result<FlowOutcome> emulate(Thread& t, const FlowInsn& insn);
+  void flow_done(Thread& t, const FlowInsn& insn, const FlowOutcome& outcome);
+  void flow_step_done(Thread& t);
+  void proceed(Thread& t);                     // carry on in t's mode after a flow insn
+  void internal_hit(Thread& t, uint64_t addr);
+  void deliver_traced_signal(Thread& t, int signo);
+  std::optional<uint64_t> insn_before_pc(Thread& t, uint64_t pc);
+  void record_step(Thread& t, uint64_t pc);
+  void stepbranch_run(Thread& t);
+  void stepbranch_singleblock_done(Thread& t);
+  void settle_threads();                       // at a reported stop: commit plans, disarm
+
   pid_t pid_ = 0;
   bool attached_ = false;
   bool alive_ = true;
@@ -141,7 +194,13 @@ class LinuxProcess final : public Process {
   ProcMemory mem_;
   SoftwareBreakpoints breakpoints_;
   DebugRegisters debug_;
-  std::unique_ptr<BranchTracer> tracer_;
+  std::unique_ptr<TraceManager> tracer_;
+  BlockCache code_cache_;
+  RegisterFile scratch_regs_;          // emulate(): reused register file
+  bool wants_poll_ = false;
+  std::optional<bool> btf_works_;      // PTRACE_SINGLEBLOCK really stops on branches (probed once)
+  uint64_t ptrace_stops_ = 0;
+  uint64_t emulated_flows_ = 0;
 };
 
 }  // namespace backend

@@ -15,12 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/btrace/tracer.h"
 #include "backend/error.h"
 #include "backend/registers.h"
 
 namespace backend {
-
-class BranchTracer;  // backend/btrace/tracer.h
 
 struct LaunchOptions {
   std::vector<std::string> argv;          // argv[0] = program
@@ -152,6 +151,8 @@ class Process {
 
   // ---- branch tracing ----
   virtual BranchTracer& tracer() = 0;
+  // The branch source the server chose (--btrace-source); call before any thread is traced.
+  virtual void set_trace_source(TraceSource) {}
 };
 
 }  // namespace backend
