@@ -17,6 +17,7 @@ Result<void> PathPlan::plan(BlockCache& cache, uint64_t pc) {
       if (segments_.empty()) return block.error();
       // The last direct branch leads to code we cannot decode: stop on that branch instead.
       pending_.pop_back();
+      to_next_.pop_back();
       auto prev = cache.block_at(segments_.back().begin);
       if (!prev) return prev.error();
       stop_insn_ = prev->end;
@@ -33,6 +34,7 @@ Result<void> PathPlan::plan(BlockCache& cache, uint64_t pc) {
       for (const auto& s : segments_) cycle = cycle || (target >= s.begin && target <= s.last);
       if (!cycle) {
         pending_.push_back(Branch{end.addr, target});
+        to_next_.push_back(target == end.addr + end.len);
         at = target;
         continue;
       }
@@ -47,7 +49,8 @@ std::vector<Branch> PathPlan::commit(uint64_t stop_pc, uint64_t& block_start) {
   std::vector<Branch> passed;
   for (size_t k = segments_.size(); k-- > 0;) {
     if (stop_pc < segments_[k].begin || stop_pc > segments_[k].last) continue;
-    passed.assign(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(k));
+    for (size_t i = 0; i < k; ++i)
+      if (!to_next_[i]) passed.push_back(pending_[i]);
     if (k > 0) block_start = segments_[k].begin;
     break;
   }
@@ -58,6 +61,7 @@ std::vector<Branch> PathPlan::commit(uint64_t stop_pc, uint64_t& block_start) {
 void PathPlan::clear() {
   active_ = false;
   pending_.clear();
+  to_next_.clear();
   segments_.clear();
 }
 

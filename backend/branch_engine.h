@@ -32,6 +32,7 @@ class PathPlan {
   const FlowInsn& stop_insn() const { return stop_insn_; }
   uint64_t stop_addr() const { return stop_insn_.addr; }
 
+  // A branch to the very next instruction is left out: in the trace it is straight-line code.
   // The thread stopped at stop_pc on this path (the latest visit if it passes stop_pc more
   // than once): the direct branches it has certainly taken, in order. `block_start` gets the
   // start of the block holding stop_pc (unchanged if stop_pc is not on the path). The plan is
@@ -43,6 +44,7 @@ class PathPlan {
   struct Segment { uint64_t begin, last; };  // instruction addresses, inclusive
   bool active_ = false;
   std::vector<Branch> pending_;   // pending_[i] leads from segments_[i] into segments_[i+1]
+  std::vector<bool> to_next_;     // pending_[i] goes to the next instruction: not a branch in the trace
   std::vector<Segment> segments_;
   FlowInsn stop_insn_;
 };

@@ -672,7 +672,11 @@ std::optional<FlowOutcome> LinuxProcess::execute_flow(Thread& t, const FlowInsn&
   return std::nullopt;
 }
 
-void LinuxProcess::flow_done(Thread& t, const FlowInsn& insn, const FlowOutcome& out) {
+void LinuxProcess::flow_done(Thread& t, const FlowInsn& insn, const FlowOutcome& raw) {
+  // A branch to the very next instruction looks like straight-line code in a trace (and to a
+  // single-stepping user): it is not counted or recorded as taken.
+  FlowOutcome out = raw;
+  if (insn.len && out.next_pc == insn.addr + insn.len) out.taken = false;
   if (out.taken) record(t, insn.addr, out.next_pc);
   t.last_flow = insn.addr;
   t.last_flow_taken = out.taken;
