@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/btrace/lbr_trace.h"
 #include "backend/launch.h"
 #include "backend/probe.h"
 #include "backend/proc_info.h"
@@ -58,6 +59,11 @@ void LinuxProcess::set_trace_source(TraceSource source) {
   uint64_t size = tracer_->buffer_size(0);
   tracer_ = std::make_unique<TraceManager>(source, [this](pid_t tid) { return get_pc(tid); });
   tracer_->set_buffer_size(size);
+  if (source == TraceSource::Lbr) {
+    // Without the module the reader stays unset and enabling says why.
+    if (auto device = LbrDevice::open())
+      tracer_->set_lbr_reader(make_lbr_reader(std::make_shared<LbrDevice>(std::move(*device))));
+  }
 }
 
 LinuxProcess::~LinuxProcess() {

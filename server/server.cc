@@ -58,6 +58,7 @@ backend::Result<void> Server::launch(std::vector<std::string> argv) {
   auto process = backend::Process::launch(launch);
   if (!process) return process.error();
   process_ = std::move(*process);
+  process_->set_trace_source(btrace_source());
   last_event_ = process_->last_stop();
   log_.notice(fmt::format("Process {} created; pid = {}", launch.argv.front(), process_->pid()));
   return {};
@@ -67,6 +68,7 @@ backend::Result<void> Server::attach(pid_t pid) {
   auto process = backend::Process::attach(pid);
   if (!process) return process.error();
   process_ = std::move(*process);
+  process_->set_trace_source(btrace_source());
   last_event_ = process_->last_stop();
   log_.notice(fmt::format("Attached; pid = {}", pid));
   return {};

@@ -47,7 +47,10 @@ Result<std::vector<TraceBlock>> BranchRing::read(TraceRead kind, uint64_t curren
   if (kind == TraceRead::New && head_ == last_read_) return std::vector<TraceBlock>{};
   auto branches = newest_first(ring_, head_, cap, stored);
   last_read_ = head_;
-  return build_blocks(branches, current_pc, false);
+  bool complete = origin_ != 0 && head_ <= cap;  // the oldest block's start is known
+  auto blocks = build_blocks(branches, current_pc, complete);
+  if (complete && !blocks.empty()) blocks.back().begin = origin_;
+  return blocks;
 }
 
 std::vector<Branch> BranchRing::newest(size_t n) const {

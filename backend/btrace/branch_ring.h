@@ -26,6 +26,9 @@ class BranchRing {
   // branch} (or just {0, current_pc} when nothing happened); overflow since the last read gives
   // Error{EOVERFLOW, "Overflow."}. All/New drop the partial oldest block. Updates last-read.
   Result<std::vector<TraceBlock>> read(TraceRead kind, uint64_t current_pc);
+  // Where recording started. While nothing has been overwritten, `all`/`new` then keep the
+  // oldest block too ({origin, from of the oldest branch}), as GDB saw it when it enabled.
+  void set_origin(uint64_t pc) { origin_ = pc; }
   // The newest n branches, oldest first (monitor btrace history/calls).
   std::vector<Branch> newest(size_t n) const;
 
@@ -34,6 +37,7 @@ class BranchRing {
   uint64_t head_ = 0;       // total pushed
   uint64_t last_read_ = 0;  // head at the previous read
   uint64_t size_bytes_ = 0;
+  uint64_t origin_ = 0;     // 0: unknown
 };
 
 }  // namespace backend

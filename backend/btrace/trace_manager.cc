@@ -40,6 +40,7 @@ Result<void> TraceManager::enable(pid_t tid) {
       trace.kind = Kind::Software;
     }
     trace.ring = std::make_unique<BranchRing>(buffer_size_);
+    if (trace.kind == Kind::Software && current_pc_) trace.ring->set_origin(current_pc_(tid));
   }
   last_kind_ = trace.kind;
   bool lbr = trace.kind == Kind::Lbr;

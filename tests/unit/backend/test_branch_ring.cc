@@ -105,3 +105,20 @@ TEST_CASE("branch ring: delta overflow", "[btrace]") {
   CHECK(one.read(TraceRead::Delta, 7).error().code == EOVERFLOW);
   CHECK(flat(*one.read(TraceRead::All, 7)) == Blocks{{6, 7}});
 }
+
+TEST_CASE("with a known origin and no overwrite, all keeps the oldest block") {
+  backend::BranchRing ring(24 * 8);
+  ring.set_origin(0x100);
+  ring.push(0x110, 0x200);
+  auto blocks = ring.read(backend::TraceRead::All, 0x208);
+  REQUIRE(blocks.ok());
+  REQUIRE(blocks->size() == 2);
+  CHECK((*blocks)[0].begin == 0x200);
+  CHECK((*blocks)[0].end == 0x208);
+  CHECK((*blocks)[1].begin == 0x100);
+  CHECK((*blocks)[1].end == 0x110);
+  for (int i = 0; i < 20; ++i) ring.push(0x300 + i, 0x400 + i);  // overwrites: origin unknown again
+  auto wrapped = ring.read(backend::TraceRead::All, 0x500);
+  REQUIRE(wrapped.ok());
+  for (const auto& b : *wrapped) CHECK(b.begin != 0x100);
+}
