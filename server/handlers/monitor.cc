@@ -1,4 +1,5 @@
 // `monitor CMD` (qRcmd): gdbserver's commands plus branchstub's (btrace, stepbranch, lbr, probe).
+#include <algorithm>
 #include <sstream>
 
 #include "backend/btrace/lbr_source.h"
@@ -67,25 +68,34 @@ std::string function_of(const backend::Symbolizer& symbols, uint64_t addr) {
   return hit ? hit->name : fmt::format("{:#x}", addr);
 }
 
-// A function-call history from taken branches: a new line whenever control enters another
-// function; calls indent, returns dedent (like GDB's `record function-call-history`).
+// A function-call history from taken branches, like GDB's `record function-call-history`: a
+// new line whenever control enters another function. Entering a function at its first
+// instruction is a call (the caller is remembered); landing inside a function that is on the
+// caller stack is a return to it; anything else is a jump (tail call, PLT stub to its target).
 std::string calls_text(const backend::Symbolizer& symbols, const std::vector<backend::Branch>& branches, size_t limit) {
-  struct Entry { int depth; std::string name; };
+  struct Entry { size_t depth; std::string name; };
   std::vector<Entry> entries;
-  int depth = 0;
+  std::vector<std::string> callers;
+  std::string current = branches.empty() ? std::string() : function_of(symbols, branches.front().from);
+  bool current_is_stub = false;
   for (const auto& b : branches) {
-    std::string from_fn = function_of(symbols, b.from), to_fn = function_of(symbols, b.to);
-    if (from_fn == to_fn) continue;
+    std::string to_fn = function_of(symbols, b.to);
+    if (to_fn == current) continue;
     auto hit = symbols.lookup(b.to);
-    bool enters_at_start = hit && hit->offset == 0;
-    if (enters_at_start) ++depth;
-    else if (depth > 0) --depth;
-    entries.push_back(Entry{depth, to_fn});
+    if (!hit || hit->offset == 0) {
+      if (!current_is_stub) callers.push_back(current);  // a stub jumping on is not a new call
+    } else {
+      auto it = std::find(callers.rbegin(), callers.rend(), to_fn);
+      if (it != callers.rend()) callers.erase(std::prev(it.base()), callers.end());  // return
+    }
+    current = to_fn;
+    current_is_stub = !hit;
+    entries.push_back(Entry{callers.size(), to_fn});
   }
   std::string out;
   size_t first = entries.size() > limit ? entries.size() - limit : 0;
   for (size_t i = first; i < entries.size(); ++i)
-    out += fmt::format("{:>6}\t{}{}\n", i + 1, std::string(static_cast<size_t>(std::max(0, entries[i].depth)) * 2, ' '),
+    out += fmt::format("{:>6}\t{}{}\n", i + 1, std::string(std::min<size_t>(entries[i].depth, 40) * 2, ' '),
                        entries[i].name);
   if (out.empty()) out = "No function calls recorded yet.\n";
   return out;

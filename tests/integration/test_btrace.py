@@ -23,9 +23,21 @@ def recorded(out):
     return [int(n) for n in re.findall(r"Recorded (\d+) instructions in \d+ functions", out)]
 
 
+# `record function-call-history` between markers: source lines that GDB prints at stops
+# ("63\tregion();") look like history lines, so only the marked section is parsed.
+CALLS = ["echo ==CALLS==\\n", "record function-call-history", "echo ==END==\\n"]
+
+
+def call_histories(out):
+    """Function names of each marked `record function-call-history` listing, in order."""
+    sections = re.findall(r"^==CALLS==\n(.*?)^==END==", out, re.M | re.S)
+    return [re.findall(r"^\d+\t(\S+)", s, re.M) for s in sections]
+
+
 def call_history(out):
-    """Function names of a `record function-call-history` listing (first column: number)."""
-    return re.findall(r"^\d+\t(\S+)", out, re.M)
+    """The last listing."""
+    listings = call_histories(out)
+    return listings[-1] if listings else []
 
 
 def pcs_printed(out):
@@ -47,7 +59,7 @@ def test_exact_count_history_reverse_and_stop(procs):
     assert call_end, "truth lacks the call to trace_end"
     srv, r = _traced(procs, BRANCHES, cmds=[
         "info record",
-        "record function-call-history",
+        *CALLS,
         "record instruction-history 1,20",
         "reverse-stepi", "p/x $pc",
         "record goto end", "reverse-finish", "p/x $pc",
@@ -87,7 +99,7 @@ def test_four_threads(procs):
     t = stepi_truth("branches")
     prog = inferior("branches_threads")
     srv = procs.server(["--once", "{COMM}", prog])
-    per_hit = ["info record", "record function-call-history"]
+    per_hit = ["info record", *CALLS]
     r = gdb_remote(srv, HISTORY + ["break threads_ready", "continue", "record btrace",
                                    "break trace_end"] + (["continue"] + per_hit) * 4 +
                    ["delete", "continue"], prog=prog, timeout=180)
@@ -95,9 +107,10 @@ def test_four_threads(procs):
     assert len(re.findall(r"hit Breakpoint 2, trace_end", out)) == 4, r
     counts = recorded(out)
     assert len(counts) == 4 and all(c > t.count for c in counts), (t.count, r)
-    hist = call_history(out)
-    region_calls = [f for f in hist if f == "classify"]
-    assert len(region_calls) >= 4 * 8, r
+    listings = call_histories(out)
+    assert len(listings) == 4, r
+    # each thread's own history (GDB lists the current thread's) holds its 8 classify calls
+    assert all(len([f for f in h if f == "classify"]) >= 8 for h in listings), r
     assert "exited normally" in out, r
 
 
@@ -105,7 +118,7 @@ def test_signal_handler_inside_region(procs):
     t = stepi_truth("branches_signal")
     prog = inferior("branches_signal")
     srv, r = _traced(procs, prog, extra_pre=["handle SIGUSR1 nostop noprint pass"],
-                     cmds=["info record", "record function-call-history", "continue"])
+                     cmds=["info record", *CALLS, "continue"])
     out = r.out
     assert recorded(out) == [t.count], (t.count, r)
     assert call_history(out) == t.call_history(), (t.call_history(), r)
@@ -146,7 +159,7 @@ def test_ring_overflow_recovers(procs):
         "break main", "continue", "record btrace bts", "break hit", "continue 10",
         "info record",                                          # a read: later ones are delta
         "delete", "break loop_done", "continue",                # 20000 calls: the ring wraps
-        "info record", "record function-call-history", "record goto begin", "p $pc",
+        "info record", *CALLS, "record goto begin", "p $pc",
         "record goto end", "continue"], prog=prog, timeout=180)
     out = r.out
     assert len(recorded(out)) == 2, r
@@ -200,8 +213,15 @@ def test_lldb_monitor_btrace_calls(procs):
               "process plugin packet monitor btrace start", "b trace_end", "c",
               "process plugin packet monitor btrace calls 20",
               "process plugin packet monitor btrace history 10",
+              "process plugin packet monitor btrace calls 100",
               "process kill"], timeout=90)
     out = r.out
-    after = out[out.index("monitor btrace calls 20"):]
-    for name in ("region", "classify", "add1", "dbl", "getpid"):
-        assert name in after, (name, r)
+    last20 = out[out.index("monitor btrace calls 20"):out.index("monitor btrace history 10")]
+    # the region ends: classify x8, then getpid, back to main, trace_end
+    for name in ("region", "classify", "getpid", "trace_end"):
+        assert name in last20, (name, r)
+    assert len(re.findall(r"^ +\d+\t", last20, re.M)) == 20, r
+    everything = out[out.index("monitor btrace calls 100"):]
+    for name in ("region", "add1", "dbl", "classify", "getpid"):
+        assert name in everything, (name, r)
+    assert re.search(r"^ +\d+\t {4}add1$", everything, re.M), r     # called from region, from main

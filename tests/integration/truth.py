@@ -32,7 +32,11 @@ ex("handle SIGUSR1 stop print pass")   # inside the region: see each signal whil
 pcs, funcs, branches, signals = [], [], [], 0
 def here():
     f = gdb.selected_frame()
-    return int(f.pc()), (f.name() or "??")
+    pc = int(f.pc())
+    # btrace's function-call history names real functions, not inlined ones: skip inline frames.
+    while f is not None and f.type() == gdb.INLINE_FRAME:
+        f = f.older()
+    return pc, ((f.name() if f is not None else None) or "??")
 pc, fn = here()
 deliver = False
 while pc != end and len(pcs) < %(limit)d:
