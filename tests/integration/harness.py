@@ -97,6 +97,10 @@ def _proc_env_has_token(pid):
         return False
 
 
+# States of a process that runs freely (D: in the middle of an I/O, such as a heartbeat write).
+RUNNING_STATES = ("S", "R", "D")
+
+
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:

@@ -1,7 +1,7 @@
 """`SERVER --attach COMM PID`, then detach: the process keeps running, unharmed."""
 import re
 
-from harness import gdb_remote, inferior, proc_state, wait_heartbeat
+from harness import gdb_remote, inferior, proc_state, RUNNING_STATES, wait_heartbeat
 
 SLEEPER = inferior("sleeper")
 
@@ -19,5 +19,5 @@ def test_attach_detach(procs, heartbeat):
     assert re.search(r"\[Inferior 1 \(process %d\) detached\]" % pid, out), r
     first = wait_heartbeat(heartbeat)
     wait_heartbeat(heartbeat, after=first)
-    assert sleeper.poll() is None and proc_state(pid) in ("S", "R"), proc_state(pid)
+    assert sleeper.poll() is None and proc_state(pid) in RUNNING_STATES, proc_state(pid)
     assert srv.wait_exit(10) is not None, "server did not exit after the detach"

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from harness import inferior, line_of, lldb, proc_state, wait_heartbeat
+from harness import inferior, line_of, lldb, proc_state, RUNNING_STATES, wait_heartbeat
 
 BASIC = inferior("basic")
 
@@ -24,7 +24,7 @@ def test_lldb_attach_registers_detach(procs, heartbeat):
     assert re.search(r"Process %d detached" % pid, out), r
     first = wait_heartbeat(heartbeat)
     wait_heartbeat(heartbeat, after=first)
-    assert proc_state(pid) in ("S", "R")
+    assert proc_state(pid) in RUNNING_STATES
 
 
 @pytest.mark.branchstub_only

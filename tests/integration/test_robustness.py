@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from harness import (IS_GDBSERVER, RSP, frame, gdb_remote, inferior, proc_state,
+from harness import (IS_GDBSERVER, RSP, frame, gdb_remote, inferior, proc_state, RUNNING_STATES,
                      wait_gone, wait_heartbeat, wait_until)
 
 BASIC = inferior("basic")
@@ -128,7 +128,7 @@ def test_disconnect_mid_run_detaches_attached_program(procs, heartbeat):
     if not IS_GDBSERVER:
         with open("/proc/%d/status" % pid) as f:
             assert re.search(r"^TracerPid:\s+0$", f.read(), re.M), "still traced"
-    assert proc_state(pid) in ("S", "R")
+    assert proc_state(pid) in RUNNING_STATES
 
 
 def _listening(port):
