@@ -8,6 +8,21 @@
 namespace protocol {
 namespace {
 
+std::string json_escape(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 // The value field a stop reply gives for its reason (empty: no reason field). The signal is
 // always there; this is only the named key that follows it.
 void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
@@ -51,6 +66,8 @@ void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
   }
 }
 
+}  // namespace
+
 const char* lldb_reason(StopReason r) {
   switch (r) {
     case StopReason::Breakpoint:
@@ -66,6 +83,8 @@ const char* lldb_reason(StopReason r) {
       return "signal";
   }
 }
+
+namespace {
 
 // A thread name goes out as plain text unless it could confuse the "key:value;" syntax;
 // then LLDB's "hexname:" key is used instead.
@@ -114,6 +133,28 @@ std::string format_stop_reply(const StopReply& stop, const Dialect& d) {
   }
   for (const auto& [key, value] : stop.extra) out += key + ":" + value + ";";
   return out;
+}
+
+std::string threads_info_json(const std::vector<StopReply>& threads) {
+  std::string out = "[";
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const StopReply& t = threads[i];
+    if (i) out += ",";
+    out += fmt::format("{{\"tid\":{}", t.tid);
+    if (!t.thread_name.empty()) out += ",\"name\":\"" + json_escape(t.thread_name) + "\"";
+    if (t.gdb_signal != 0) {
+      out += fmt::format(",\"reason\":\"{}\",\"signal\":{}", lldb_reason(t.reason), t.gdb_signal);
+      if (t.reason == StopReason::Watch || t.reason == StopReason::ReadWatch || t.reason == StopReason::AccessWatch)
+        out += fmt::format(",\"description\":\"{} 0\"", t.watch_addr);
+    }
+    out += ",\"registers\":{";
+    for (size_t r = 0; r < t.registers.size(); ++r) {
+      if (r) out += ",";
+      out += fmt::format("\"{}\":\"{}\"", t.registers[r].first, to_hex(t.registers[r].second));
+    }
+    out += "}}";
+  }
+  return out + "]";
 }
 
 std::string format_exit_reply(const ExitReply& exit, const Dialect& d) {

@@ -59,6 +59,12 @@ struct StopReply {
 struct ExitReply { int pid = 0; int status = 0; bool signalled = false; int gdb_signal = 0; };
 
 std::string format_stop_reply(const StopReply& stop, const Dialect& dialect);
+// LLDB's stop reason word for a stop ("breakpoint", "watchpoint", "trace", "signal").
+const char* lldb_reason(StopReason reason);
+// LLDB's jThreadsInfo: a JSON array, one object per thread {tid, name, reason, signal,
+// registers {"<decimal regno>": "<hex bytes>"}}; threads with gdb_signal 0 carry no reason.
+// (Send it binary-escaped.)
+std::string threads_info_json(const std::vector<StopReply>& threads);
 std::string format_exit_reply(const ExitReply& exit, const Dialect& dialect);
 
 // Helpers for common replies.

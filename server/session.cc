@@ -128,6 +128,11 @@ std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbr
     exit.gdb_signal = protocol::host_to_gdb_signal(event.signo);
     return protocol::format_exit_reply(exit, dialect_);
   }
+  return protocol::format_stop_reply(describe_stop(event, stepbranch), dialect_);
+}
+
+protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool stepbranch) {
+  using backend::StopKind;
   protocol::StopReply stop;
   stop.pid = event.pid;
   stop.tid = event.tid;
@@ -191,7 +196,7 @@ std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbr
       }
     }
   }
-  return protocol::format_stop_reply(stop, dialect_);
+  return stop;
 }
 
 }  // namespace server

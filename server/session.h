@@ -68,6 +68,8 @@ class Session {
   // Builds the stop reply (registers expedited, dialect applied) for an event.
   // `stepbranch` replies always name the mechanism, so scripts can tell us from gdbserver.
   std::string stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
+  // The stop as the wire describes it (reason, GDB signal, expedited registers, LLDB extras).
+  protocol::StopReply describe_stop(const backend::StopEvent& event, bool stepbranch = false);
 
  private:
   void on_bytes(std::string_view bytes);

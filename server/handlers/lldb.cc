@@ -86,9 +86,25 @@ Reply handle(Session& s, const ListThreadsInStopReply&) {
   return ok();
 }
 
+// The stop of `tid` for LLDB: the event for the event thread, a plain stop for the others.
+static backend::StopEvent stop_of_thread(Session& s, backend::Process& p, pid_t tid) {
+  const auto& last = s.server().last_event();
+  if (last && last->tid == tid) return *last;
+  backend::StopEvent quiet;  // a thread that was merely stopped along with the event thread
+  quiet.kind = backend::StopKind::Signal;
+  quiet.pid = p.pid();
+  quiet.tid = tid;
+  quiet.signo = 0;
+  return quiet;
+}
+
 Reply handle(Session& s, const ThreadsInfo&) {
   s.note_lldb();
-  return empty();  // LLDB falls back to qThreadStopInfo and register reads
+  auto* p = s.process();
+  if (!p) return error(1);
+  std::vector<StopReply> threads;
+  for (pid_t tid : p->threads()) threads.push_back(s.describe_stop(stop_of_thread(s, *p, tid)));
+  return escape_binary(threads_info_json(threads));
 }
 
 Reply handle(Session& s, const EnableErrorStrings&) {
@@ -107,14 +123,7 @@ Reply handle(Session& s, const ThreadStopInfo& t) {
   s.note_lldb();
   auto* p = s.process();
   if (!p || !p->has_thread(t.tid)) return error(1);
-  const auto& last = s.server().last_event();
-  if (last && last->tid == t.tid) return s.stop_reply_for(*last);
-  backend::StopEvent quiet;  // a thread that was merely stopped along with the event thread
-  quiet.kind = backend::StopKind::Signal;
-  quiet.pid = p->pid();
-  quiet.tid = t.tid;
-  quiet.signo = 0;
-  return s.stop_reply_for(quiet);
+  return s.stop_reply_for(stop_of_thread(s, *p, t.tid));
 }
 
 Reply handle(Session& s, const RegisterInfo&) {

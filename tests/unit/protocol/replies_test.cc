@@ -137,3 +137,23 @@ TEST_CASE("xfer_chunk boundaries", "[replies]") {
   CHECK(xfer_chunk(doc, UINT64_MAX, UINT64_MAX) == "E01");
   CHECK(xfer_chunk(doc, 9, UINT64_MAX) == "lj");
 }
+
+TEST_CASE("jThreadsInfo JSON: event thread with reason and registers, quiet thread without") {
+  StopReply hit;
+  hit.tid = 0x1234;
+  hit.reason = StopReason::Breakpoint;
+  hit.gdb_signal = 5;
+  hit.thread_name = "a \"q\"";
+  hit.registers = {{16, {0x50, 0x11, 0x40, 0, 0, 0, 0, 0}}};
+  StopReply quiet;
+  quiet.tid = 0x1235;
+  quiet.gdb_signal = 0;
+  CHECK(threads_info_json({hit, quiet}) ==
+        "[{\"tid\":4660,\"name\":\"a \\\"q\\\"\",\"reason\":\"breakpoint\",\"signal\":5,"
+        "\"registers\":{\"16\":\"5011400000000000\"}},{\"tid\":4661,\"registers\":{}}]");
+  StopReply watch = hit;
+  watch.reason = StopReason::Watch;
+  watch.watch_addr = 4096;
+  CHECK(threads_info_json({watch}).find("\"reason\":\"watchpoint\",\"signal\":5,\"description\":\"4096 0\"") !=
+        std::string::npos);
+}
