@@ -101,6 +101,12 @@ int Server::run() {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
+  // Termination requests come through the same descriptor, so the inferior is killed or
+  // detached (breakpoints removed) before we go, never left with our int3s in it.
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGHUP);
+  if (!parse_comm(options_.comm).value_or(ListenAddress{}).stdio) sigaddset(&mask, SIGINT);
+  else ::signal(SIGINT, SIG_IGN);  // stdio: GDB's Ctrl-C reaches our process group too
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   sigchld_fd_ = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sigchld_fd_ < 0) {
@@ -220,16 +226,32 @@ void Server::watch_sigchld() {
   sigchld_stream_->async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
     if (ec) return;
     signalfd_siginfo info[16];
-    while (::read(sigchld_fd_, info, sizeof info) > 0) {
-    }
+    bool terminate = false;
+    for (ssize_t n; (n = ::read(sigchld_fd_, info, sizeof info)) > 0;)
+      for (size_t i = 0; i < static_cast<size_t>(n) / sizeof info[0]; ++i)
+        if (info[i].ssi_signo != SIGCHLD) terminate = true;
     poll_inferior();
+    if (terminate) {
+      log_.notice("Terminated: killing the launched program or detaching from the attached one.");
+      if (session_) session_->close();
+      shut_down_inferior();
+      finish(1);
+      return;
+    }
     watch_sigchld();
   });
 }
 
 void Server::resumed() {
-  asio::post(io_, [this] { poll_inferior(); });
-  arm_poll_timer();
+  // A single step or a short run ends within microseconds: poll for it for a moment before
+  // going back to the loop, which saves the signalfd wake-up on the path GDB waits on.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
+  while (process_ && process_->alive() && process_->running() && std::chrono::steady_clock::now() < deadline)
+    poll_inferior();
+  if (process_ && process_->alive() && process_->running()) {
+    asio::post(io_, [this] { poll_inferior(); });
+    arm_poll_timer();
+  }
 }
 
 void Server::arm_poll_timer() {
