@@ -1,5 +1,7 @@
 """Bad input at the packet level, disconnects mid-run, and the listening address."""
+import os
 import re
+import signal
 
 import pytest
 
@@ -154,3 +156,48 @@ def test_colon_port_listens_on_loopback_only(procs):
 def test_explicit_loopback_address_is_honoured(procs):
     srv = procs.server(["--once", "{COMM}", BASIC], host="127.0.0.1")
     assert _listening(srv.port) == {"0100007F"}, _listening(srv.port)
+
+
+def _runtime_address(pid, binary, symbol):
+    """Address of `symbol` in the running process (PIE base from /proc/PID/maps + nm value)."""
+    import subprocess
+    nm = subprocess.run(["nm", binary], stdout=subprocess.PIPE, text=True, check=True).stdout
+    value = int(re.search(r"^([0-9a-f]+) [Tt] %s$" % symbol, nm, re.M).group(1), 16)
+    real = os.path.realpath(binary)
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and os.path.realpath(fields[5]) == real and fields[2] == "00000000":
+                return int(fields[0].split("-")[0], 16) + value
+    return value  # not PIE
+
+
+def _peek(pid, addr, n=1):
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(addr)
+        return f.read(n)
+
+
+@pytest.mark.branchstub_only
+def test_sigterm_while_attached_run_restores_code_and_detaches(procs, heartbeat):
+    """A server told to stop (SIGTERM) mid-run must not leave its int3s in an attached program."""
+    sleeper, pid = procs.spawn_sleeper(heartbeat)
+    addr = _runtime_address(pid, SLEEPER, "main")
+    original = _peek(pid, addr)
+    srv = procs.server(["--attach", "{COMM}", str(pid)])
+    c = RSP(srv.port)
+    c.handshake()
+    c.request("?")
+    assert c.request("Z0,%x,1" % addr) == b"OK"
+    assert _peek(pid, addr) == b"\xcc"                 # really inserted
+    before = wait_heartbeat(heartbeat)
+    c.send_raw(frame("vCont;c"))
+    wait_heartbeat(heartbeat, after=before)
+    srv.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: not srv.alive(), 10, "server exit after SIGTERM")
+    assert _peek(pid, addr) == original, "breakpoint left in the program"
+    after = wait_heartbeat(heartbeat)
+    wait_heartbeat(heartbeat, after=after)             # still running, unharmed
+    with open("/proc/%d/status" % pid) as f:
+        assert re.search(r"^TracerPid:\s+0$", f.read(), re.M), "still traced"
+    assert proc_state(pid) in RUNNING_STATES
