@@ -1,5 +1,6 @@
 #include "backend/linux_process.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -336,7 +338,12 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
   // A traced run can produce statuses forever: hand back to the loop after a bounded slice.
   int handled = 0;
-  for (bool progress = true; progress && alive_;) {
+  // A thread resumed internally (a traced block, a step) usually stops again within
+  // microseconds: wait for it here a little rather than sleeping in the event loop, which
+  // costs two context switches a stop.
+  constexpr auto kSpin = std::chrono::microseconds(200);
+  auto spin_until = std::chrono::steady_clock::now();
+  for (bool progress = true; alive_;) {
     if (handled >= kStatusesPerSlice && !(event_ && all_stopped())) {
       wants_poll_ = true;
       return std::nullopt;
@@ -357,6 +364,15 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
       ++handled;
       handle_stop(tid, status);
     }
+    if (progress) {
+      spin_until = std::chrono::steady_clock::now() + kSpin;
+      continue;
+    }
+    if (handled > 0 && running_ && !event_ && std::chrono::steady_clock::now() < spin_until) {
+      ::sched_yield();  // let the inferior have the CPU if it shares ours
+      continue;
+    }
+    break;
   }
   if (!alive_) return finish(last_stop_);  // forget_process() put the exit event there
   if (event_ && all_stopped()) return finish(*event_);
@@ -470,9 +486,25 @@ void LinuxProcess::handle_trap(Thread& t) {
     return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
   }
   if (t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL) return handle_step_done(t);
+  if (si.si_code == SI_KERNEL && vanished_breakpoint(pc - 1)) {
+    // One of our int3s was hit, then removed (another thread disarmed it) before this status
+    // was read: the program never saw it. Run the original instruction as if nothing happened.
+    set_pc(t.tid, pc - 1);
+    if (event_) return;  // the process is stopping anyway: the thread waits here
+    if (t.mode == RunMode::Traced || t.mode == RunMode::Normal) return continue_traced(t, 0);
+    if (t.mode == RunMode::StepBranch) return stepbranch_run(t);
+    return resume_thread(t, 0);
+  }
   // Anything else is the program's own trap (its int3, raise(SIGTRAP)).
   t.last_signal = SIGTRAP;
   report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+}
+
+bool LinuxProcess::vanished_breakpoint(uint64_t addr) const {
+  // The program's own int3 is still in memory; ours, once removed, is not.
+  uint8_t byte = 0;
+  auto n = mem_.read(addr, std::span<uint8_t>(&byte, 1));
+  return n && *n == 1 && byte != 0xcc;
 }
 
 void LinuxProcess::handle_step_done(Thread& t) {

@@ -146,6 +146,8 @@ class LinuxProcess final : public Process {
   void handle_trap(Thread& t);
   void handle_ptrace_event(Thread& t, int event);
   void handle_step_done(Thread& t);
+  // An int3 trap at addr whose breakpoint was removed before the trap was reported.
+  bool vanished_breakpoint(uint64_t addr) const;
   // A client-visible event: the first one stops everybody; later ones wait as pending.
   void report(Thread& t, StopEvent ev);
   void stop_others();
