@@ -70,6 +70,9 @@ Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
   if (it == threads_.end()) return Error{ENOENT, "Btrace not enabled."};
   uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
   if (it->second.perf) return it->second.perf->read(kind, pc);
+  // LBR windows are not contiguous with what GDB read before: a delta cannot be stitched, so
+  // GDB is sent to a full `new` read (it does that silently after an overflow error).
+  if (it->second.kind == Kind::Lbr && kind == TraceRead::Delta) return Error{EOVERFLOW, "Overflow."};
   return it->second.ring->read(kind, pc);
 }
 
@@ -114,7 +117,17 @@ void TraceManager::thread_stopped(pid_t tid) {
   auto branches = lbr_reader_(tid, &sequence);  // oldest first
   if (sequence == it->second.lbr_sequence) return;  // no new stop since the last snapshot
   it->second.lbr_sequence = sequence;
-  for (const auto& b : branches) it->second.ring->push(b.from, b.to);
+  // Consecutive snapshots overlap (a stop that took few branches repeats most of the window):
+  // append only what follows the newest branch already recorded, if the snapshot holds it.
+  size_t first_new = 0;
+  auto last = it->second.ring->newest(1);
+  if (!last.empty())
+    for (size_t i = branches.size(); i-- > 0;)
+      if (branches[i].from == last[0].from && branches[i].to == last[0].to) {
+        first_new = i + 1;
+        break;
+      }
+  for (size_t i = first_new; i < branches.size(); ++i) it->second.ring->push(branches[i].from, branches[i].to);
 }
 
 void TraceManager::thread_exited(pid_t tid) { threads_.erase(tid); }

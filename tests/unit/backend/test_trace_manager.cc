@@ -93,5 +93,18 @@ TEST_CASE("lbr snapshots feed the ring once per new stop") {
   CHECK(lbr.history(9, 10).size() == 2);
   seq = 2;
   lbr.thread_stopped(9);
-  CHECK(lbr.history(9, 10).size() == 4);
+  CHECK(lbr.history(9, 10).size() == 2);  // the same window again: nothing new
+  seq = 3;
+  lbr.set_lbr_reader([&](pid_t, uint64_t* s) {
+    *s = seq;
+    return std::vector<Branch>{{0x210, 0x300}, {0x310, 0x400}};  // overlaps by one branch
+  });
+  lbr.thread_stopped(9);
+  auto h = lbr.history(9, 10);
+  REQUIRE(h.size() == 3);
+  CHECK(h.back().from == 0x310);
+  auto delta = lbr.read(9, TraceRead::Delta);
+  REQUIRE_FALSE(delta.ok());
+  CHECK(delta.error().code == EOVERFLOW);  // GDB then reads `new`
+  CHECK(lbr.read(9, TraceRead::New).ok());
 }
