@@ -106,6 +106,9 @@ Result<void> DebugRegisters::apply(pid_t tid) const {
   uint64_t v = dr7();
   if (v && ptrace(PTRACE_POKEUSER, tid, dr_offset(7), reinterpret_cast<void*>(v)) != 0)
     return errno_error(fmt::format("Cannot write DR7 of thread {}", tid));
+  // Status bits left from before (take_hit skips DR6 while no slot is used) must not look
+  // like a hit of the slots just set.
+  ptrace(PTRACE_POKEUSER, tid, dr_offset(6), nullptr);
   return {};
 }
 
@@ -121,6 +124,7 @@ uint64_t DebugRegisters::read_dr6(pid_t tid) {
 }
 
 std::optional<HwHit> DebugRegisters::take_hit(pid_t tid) const {
+  if (empty()) return std::nullopt;  // every trap asks: spare the PEEKUSER when nothing is set
   uint64_t dr6 = read_dr6(tid);
   std::optional<HwHit> hit;
   for (int i = 0; i < kSlots && !hit; ++i) {
