@@ -5,17 +5,10 @@
 
 #include "backend/btrace/blocks.h"
 #include "backend/btrace/branch_ring.h"
+#include "tests/unit/backend/trace_blocks_util.h"
 
 using namespace backend;
 
-namespace {
-using Blocks = std::vector<std::pair<uint64_t, uint64_t>>;
-Blocks flat(const std::vector<TraceBlock>& v) {
-  Blocks out;
-  for (auto& b : v) out.push_back({b.begin, b.end});
-  return out;
-}
-}  // namespace
 
 TEST_CASE("blocks: built newest first, partial block only when asked", "[btrace]") {
   std::vector<Branch> br = {{0x130, 0x200}, {0x110, 0x120}};  // newest first

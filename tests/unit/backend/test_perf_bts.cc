@@ -12,6 +12,7 @@
 
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_bts.h"
+#include "tests/unit/backend/trace_blocks_util.h"
 
 using namespace backend;
 
@@ -52,12 +53,6 @@ struct FakePerfRing {
   std::span<const uint8_t> span() const { return {mem.data(), mem.size()}; }
 };
 
-using Blocks = std::vector<std::pair<uint64_t, uint64_t>>;
-Blocks flat(const std::vector<TraceBlock>& v) {
-  Blocks out;
-  for (auto& b : v) out.push_back({b.begin, b.end});
-  return out;
-}
 
 }  // namespace
 
