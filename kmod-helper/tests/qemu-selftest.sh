@@ -111,8 +111,9 @@ cp /bin/busybox "$R/bin/" && cp "$B/msr_helper.ko" "$B/selftest" "$B/test_lbr_so
 	die "cannot fill initramfs"
 
 # Phase (c): the guest chroots into the host's / (9p, read-only) and runs these programs from
-# their host paths, with the host's libraries; its own /proc, /sys, /dev and a tmpfs /tmp are
-# mounted over the host's, so nothing the test uses may live under those.
+# their host paths, with the host's libraries; its own /proc, /sys, /dev and a writable tmpfs
+# /var/tmp are mounted over the host's, so nothing the test uses may live under those. (The
+# host's /tmp stays visible, read-only: a CI clone may well live there.)
 if [ "$E2E" = 1 ]; then
 	BDIR=${BUILD_DIR:-build}
 	case "$BDIR" in /*) ;; *) BDIR=$ROOT/$BDIR ;; esac
@@ -120,8 +121,8 @@ if [ "$E2E" = 1 ]; then
 	for f in "$BS" "$BDIR/inferiors/bploop" "$BDIR/inferiors/branches" /usr/bin/gdb; do
 		[ -x "$f" ] || die "phase (c) needs $f (build branchstub first: scripts/build.sh, or set BUILD_DIR; MSRH_E2E=0 skips the phase)"
 		f=$(readlink -f "$f")
-		case "$f" in /tmp/*|/proc/*|/sys/*|/dev/*)
-			die "phase (c): $f is under /tmp, /proc, /sys or /dev, which the guest's chroot replaces";;
+		case "$f" in /var/tmp/*|/proc/*|/sys/*|/dev/*)
+			die "phase (c): $f is under /var/tmp, /proc, /sys or /dev, which the guest's chroot replaces";;
 		esac
 	done
 	mkdir -p "$R/e2e/ko"
@@ -209,7 +210,7 @@ e2e_gdb() { # NAME CMDFILE PROGRAM: run gdb -nx -batch with one -ex per line, lo
 	local name=$1 cmds=$2 prog=$3 t0=$(cut -d' ' -f1 /proc/uptime) rc line
 	set --
 	while IFS= read -r line; do set -- "$@" -ex "$line"; done <"$cmds"
-	timeout "$E2E_TIMEOUT" chroot /host /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp \
+	timeout "$E2E_TIMEOUT" chroot /host /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/tmp TMPDIR=/var/tmp \
 		LANG=C TERM=dumb /usr/bin/gdb -nx -batch "$@" "$prog" >/tmp/$name.log 2>&1
 	rc=$?
 	# GDB warns once per undecodable block; show two of them and the count
@@ -226,7 +227,7 @@ e2e() {
 	mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 hostroot /host ||
 		{ fail "(c) mount the host's / over 9p"; return; }
 	mount -t proc proc /host/proc && mount -t sysfs sysfs /host/sys && mount -t devtmpfs dev /host/dev &&
-		mount -t tmpfs tmp /host/tmp || { fail "(c) mounts inside /host"; return; }
+		mount -t tmpfs tmp /host/var/tmp || { fail "(c) mounts inside /host"; return; }
 	echo "[guest] (c) host / mounted over 9p after $(awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN{printf "%.1f", b-a}')s"
 
 	# (c1) monitor lbr: the first call arms, the next stop has the simulated snapshot
@@ -271,7 +272,7 @@ e2e() {
 	echo "$rec" | grep -q "gaps)" && echo "[guest] (c2) note: synthetic entries decode as gaps only (expected with simulate_lbr): $rec"
 	grep -q '^\[Inferior 1 (process [0-9]*) killed\]' $L || fail "(c2) kill"
 
-	umount /host/tmp /host/dev /host/sys /host/proc /host
+	umount /host/var/tmp /host/dev /host/sys /host/proc /host
 	echo "[guest] (c) end-to-end phase took $(awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN{printf "%.1f", b-a}')s"
 }
 if [ -f /e2e/conf ]; then e2e; else echo "[guest] (c) end-to-end phase skipped (MSRH_E2E=0)"; fi
