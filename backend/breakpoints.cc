@@ -31,6 +31,7 @@ Result<void> SoftwareBreakpoints::insert(const ProcMemory& mem, uint64_t addr, B
     if (auto w = write_byte(mem, addr, kInt3); !w)
       return Error{w.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot write memory", addr)};
     it = table_.emplace(addr, Entry{original}).first;
+    history_.insert(addr);
   }
   (owner == BreakpointOwner::Client ? it->second.client_refs : it->second.internal_refs)++;
   return {};

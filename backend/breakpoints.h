@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 
 #include "backend/error.h"
@@ -21,6 +22,8 @@ class SoftwareBreakpoints {
   Result<void> remove(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner);
 
   bool contains(uint64_t addr) const { return table_.count(addr) != 0; }
+  // Whether an int3 of ours has ever been at addr (a trap reported after its removal is ours).
+  bool ever_inserted(uint64_t addr) const { return history_.count(addr) != 0; }
   bool has_client(uint64_t addr) const;
   bool has_internal(uint64_t addr) const;
   bool empty() const { return table_.empty(); }
@@ -41,7 +44,10 @@ class SoftwareBreakpoints {
   // Puts all int3s back (after restore_into on a shared vfork address space).
   void reinsert_all(const ProcMemory& mem) const;
   // Forgets everything without touching memory (after exec the old image is gone).
-  void clear() { table_.clear(); }
+  void clear() {
+    table_.clear();
+    history_.clear();
+  }
 
  private:
   struct Entry {
@@ -51,6 +57,7 @@ class SoftwareBreakpoints {
     bool lifted = false;
   };
   std::map<uint64_t, Entry> table_;
+  std::set<uint64_t> history_;  // bounded by the code's distinct breakpoint addresses
 };
 
 }  // namespace backend

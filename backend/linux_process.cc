@@ -501,7 +501,9 @@ void LinuxProcess::handle_trap(Thread& t) {
 }
 
 bool LinuxProcess::vanished_breakpoint(uint64_t addr) const {
-  // The program's own int3 is still in memory; ours, once removed, is not.
+  // Ours once, and no int3 there now (the program's own int3s stay in memory; `int $3`, CD 03,
+  // also traps with SI_KERNEL but was never one of our addresses).
+  if (!breakpoints_.ever_inserted(addr)) return false;
   uint8_t byte = 0;
   auto n = mem_.read(addr, std::span<uint8_t>(&byte, 1));
   return n && *n == 1 && byte != 0xcc;
