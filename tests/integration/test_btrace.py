@@ -191,6 +191,28 @@ def test_ctrl_c_of_traced_run_stops_quickly(procs, heartbeat):
     assert recorded(out.text), out.text
 
 
+def test_ctrl_c_of_busy_traced_run_stops_within_100ms(procs):
+    """A thread that never sleeps, recorded block by block: Ctrl-C must still stop it at once."""
+    prog = inferior("bploop")
+    srv = procs.server(["--once", "{COMM}", prog, "100000000"])
+    argv = [GDB, "-nx", "-batch"]
+    for c in GDB_PRELUDE + GDB_SYSROOT + [target_cmd(srv), "break hit", "continue",
+                                          "record btrace", "delete", "continue", "info record",
+                                          "kill"]:
+        argv += ["-ex", c]
+    g = procs.spawn(argv + [prog], stderr=subprocess.STDOUT)
+    out = Reader(g.stdout)
+    assert out.wait_for(r"Breakpoint 1, hit", 30), out.text
+    time.sleep(0.5)     # not synchronisation: let the traced loop run a while before Ctrl-C
+    t0 = time.monotonic()
+    os.kill(g.pid, signal.SIGINT)
+    assert out.wait_for(r"received signal SIGINT", 10), out.text
+    elapsed = time.monotonic() - t0
+    g.wait(30)
+    assert elapsed < 0.1, "busy traced run took %.3fs to stop" % elapsed
+    assert recorded(out.text) and recorded(out.text)[-1] > 1000, out.text
+
+
 def test_fork_exec_kill_leave_server_healthy(procs):
     forker, basic = inferior("forker"), inferior("basic")
     srv = procs.server(["--multi", "{COMM}"])
