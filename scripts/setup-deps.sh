@@ -22,7 +22,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libcapstone-dev libcli11-dev libfmt-dev catch2
   gdb gdbserver lldb-16 python3-lldb-16 python3-pytest
-  clang
+  clang libclang-rt-14-dev
 )
 if [[ $want_kmod == 1 ]]; then
   packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)
