@@ -170,47 +170,43 @@ def test_ring_overflow_recovers(procs):
     assert "exited normally" in out, r
 
 
-def test_ctrl_c_of_traced_run_stops_quickly(procs, heartbeat):
-    prog = inferior("sleeper")
-    srv = procs.server(["--once", "{COMM}", prog, heartbeat])
+def _ctrl_c_traced_run(procs, prog, args, stop_at, under_way):
+    """Records `prog` from `stop_at` on, waits until `under_way()` says the traced run is going,
+    sends GDB a Ctrl-C; returns (seconds until GDB reported SIGINT, GDB's output)."""
+    srv = procs.server(["--once", "{COMM}", prog] + args)
     argv = [GDB, "-nx", "-batch"]
-    for c in GDB_PRELUDE + GDB_SYSROOT + [target_cmd(srv), "break tick", "continue",
+    for c in GDB_PRELUDE + GDB_SYSROOT + [target_cmd(srv), "break " + stop_at, "continue",
                                           "record btrace", "delete", "continue", "info record",
                                           "kill"]:
         argv += ["-ex", c]
     g = procs.spawn(argv + [prog], stderr=subprocess.STDOUT)
     out = Reader(g.stdout)
-    first = wait_heartbeat(heartbeat, timeout=30)
-    wait_heartbeat(heartbeat, after=first + 1, timeout=30)        # traced run under way
+    under_way(out)
     t0 = time.monotonic()
     os.kill(g.pid, signal.SIGINT)
     assert out.wait_for(r"received signal SIGINT", 10), out.text
     elapsed = time.monotonic() - t0
     g.wait(30)
+    return elapsed, out.text
+
+
+def test_ctrl_c_of_traced_run_stops_quickly(procs, heartbeat):
+    def under_way(out):
+        first = wait_heartbeat(heartbeat, timeout=30)
+        wait_heartbeat(heartbeat, after=first + 1, timeout=30)
+    elapsed, text = _ctrl_c_traced_run(procs, inferior("sleeper"), [heartbeat], "tick", under_way)
     assert elapsed < 0.5, "traced run took %.3fs to stop" % elapsed
-    assert recorded(out.text), out.text
+    assert recorded(text), text
 
 
 def test_ctrl_c_of_busy_traced_run_stops_within_100ms(procs):
     """A thread that never sleeps, recorded block by block: Ctrl-C must still stop it at once."""
-    prog = inferior("bploop")
-    srv = procs.server(["--once", "{COMM}", prog, "100000000"])
-    argv = [GDB, "-nx", "-batch"]
-    for c in GDB_PRELUDE + GDB_SYSROOT + [target_cmd(srv), "break hit", "continue",
-                                          "record btrace", "delete", "continue", "info record",
-                                          "kill"]:
-        argv += ["-ex", c]
-    g = procs.spawn(argv + [prog], stderr=subprocess.STDOUT)
-    out = Reader(g.stdout)
-    assert out.wait_for(r"Breakpoint 1, hit", 30), out.text
-    time.sleep(0.5)     # not synchronisation: let the traced loop run a while before Ctrl-C
-    t0 = time.monotonic()
-    os.kill(g.pid, signal.SIGINT)
-    assert out.wait_for(r"received signal SIGINT", 10), out.text
-    elapsed = time.monotonic() - t0
-    g.wait(30)
+    def under_way(out):
+        assert out.wait_for(r"Breakpoint 1, hit", 30), out.text
+        time.sleep(0.5)  # not synchronisation: let the traced loop run a while before Ctrl-C
+    elapsed, text = _ctrl_c_traced_run(procs, inferior("bploop"), ["100000000"], "hit", under_way)
     assert elapsed < 0.1, "busy traced run took %.3fs to stop" % elapsed
-    assert recorded(out.text) and recorded(out.text)[-1] > 1000, out.text
+    assert recorded(text) and recorded(text)[-1] > 1000, text
 
 
 def test_fork_exec_kill_leave_server_healthy(procs):
