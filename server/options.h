@@ -29,6 +29,7 @@ struct ServerOptions {
   bool allow_file_writes = false;
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft
+  unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
 };
 
 // What main() should do instead of serving: print `text` (to stdout when code is 0) and exit.

@@ -56,6 +56,7 @@ class Server {
 
  private:
   void prepare_listener();  // resolve, bind and listen (throws on failure)
+  void run_loop();
   void accept_next();
   void start_stdio();
   void watch_sigchld();

@@ -13,7 +13,10 @@ Session::Session(Server& server, std::unique_ptr<Transport> transport)
   if (auto* p = process()) general_thread_ = p->last_stop().tid;
 }
 
-Session::~Session() { close(); }
+Session::~Session() {
+  *alive_ = false;
+  close();
+}
 
 void Session::start() {
   transport_->start([this](std::string_view bytes) { on_bytes(bytes); },
@@ -65,8 +68,19 @@ void Session::on_bytes(std::string_view bytes) {
 
 void Session::on_packet(const std::string& payload) {
   server_.log().packet('<', payload);
-  Reply reply = dispatch(protocol::parse_request(payload));
-  if (reply) write_packet(*reply);
+  ++packets_seen_;
+  protocol::Request request = protocol::parse_request(payload);
+  const auto* read = std::get_if<protocol::ReadMemory>(&request);
+  auto prepared = read ? read_ahead_.take(*read) : (read_ahead_.drop(), std::nullopt);
+  if (prepared) {
+    write_framed(prepared->payload, std::move(prepared->framed));
+    read_ahead_after(*read);
+  } else {
+    Reply reply = dispatch(request);
+    if (reply) write_packet(*reply);
+    // An error reply ("Exx") ends a bulk read; hex and long binary replies never look like one.
+    if (read && reply && !reply->empty() && reply->front() != 'E') read_ahead_after(*read);
+  }
   if (no_ack_pending_) {
     // gdbserver switches before its OK is acked; GDB's one extra '+' is ignored by the framer.
     no_ack_pending_ = false;
@@ -79,11 +93,27 @@ Reply Session::dispatch(const protocol::Request& request) {
   return std::visit([this](const auto& r) -> Reply { return handle(*this, r); }, request);
 }
 
-void Session::write_packet(std::string_view payload) {
+void Session::write_packet(std::string_view payload) { write_framed(payload, protocol::Framer::encode(payload)); }
+
+void Session::write_framed(std::string_view payload, std::string framed) {
   server_.log().packet('>', payload);
-  std::string framed = protocol::Framer::encode(payload);
   if (!no_ack_) last_sent_ = framed;
   transport_->write(std::move(framed));
+}
+
+void Session::read_ahead_after(const protocol::ReadMemory& answered) {
+  auto next = ReadAhead::next_after(answered);
+  if (!next) return;
+  // Runs after the loop has sent the reply (Asio writes at once when the socket has room).
+  boost::asio::post(server_.io(), [this, alive = alive_, next = *next, seen = packets_seen_] {
+    if (!*alive || closed_ || packets_seen_ != seen || waiting_ != Waiting::Nothing) return;
+    auto* p = process();
+    if (!p || p->running()) return;
+    Reply reply = handle(*this, next);  // exactly what the request would get
+    if (!reply) return;
+    std::string framed = protocol::Framer::encode(*reply);
+    read_ahead_.keep(next, std::move(*reply), std::move(framed));
+  });
 }
 
 void Session::send(std::string_view payload) { write_packet(payload); }

@@ -14,6 +14,7 @@
 #include "protocol/packets.h"
 #include "protocol/replies.h"
 #include "server/hostio.h"
+#include "server/read_ahead.h"
 #include "server/transport.h"
 
 namespace server {
@@ -76,6 +77,9 @@ class Session {
   void on_packet(const std::string& payload);
   Reply dispatch(const protocol::Request& request);
   void write_packet(std::string_view payload);
+  void write_framed(std::string_view payload, std::string framed);
+  // After a bulk memory read was answered: prepare the next block while the client decodes.
+  void read_ahead_after(const protocol::ReadMemory& answered);
 
   Server& server_;
   std::unique_ptr<Transport> transport_;
@@ -92,6 +96,9 @@ class Session {
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;
   std::vector<pid_t> thread_cursor_;
+  ReadAhead read_ahead_;
+  uint64_t packets_seen_ = 0;  // a read-ahead is prepared only if no packet came in between
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for work posted to the loop
 };
 
 }  // namespace server

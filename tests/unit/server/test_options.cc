@@ -72,3 +72,18 @@ TEST_CASE("shell, randomization, btrace source, version and help") {
   CHECK(std::get<EarlyExit>(parse({})).code != 0);
   CHECK(std::get<EarlyExit>(parse({":1"})).code != 0);  // no program, not --multi
 }
+
+TEST_CASE("--busy-poll: default, explicit, off, bad values") {
+  auto d = parse({":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(d));
+  CHECK(std::get<ServerOptions>(d).busy_poll_us == 200);
+  auto r = parse({"--busy-poll=50", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  CHECK(std::get<ServerOptions>(r).busy_poll_us == 50);
+  auto off = parse({"--busy-poll", "0", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(off));
+  CHECK(std::get<ServerOptions>(off).busy_poll_us == 0);
+  CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=-1", ":1", "p"})));
+  CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=soon", ":1", "p"})));
+  CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=1000000", ":1", "p"})));
+}
