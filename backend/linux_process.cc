@@ -1023,10 +1023,10 @@ Result<std::vector<uint8_t>> LinuxProcess::siginfo(pid_t tid) {
 
 // ---------------------------------------------------------------- registers
 
-Result<RegisterFile> LinuxProcess::read_registers(pid_t tid) {
+Result<RegisterFile> LinuxProcess::read_registers(pid_t tid, RegisterSet set) {
   if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
   std::string err;
-  auto f = RegisterAccess::read(tid, layout_, &err);
+  auto f = RegisterAccess::read(tid, layout_, &err, set);
   if (!f) return Error{errno ? errno : EIO, err};
   return std::move(*f);
 }

@@ -71,7 +71,7 @@ class LinuxProcess final : public Process {
   Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
 
   const RegisterLayout& register_layout() const override { return layout_; }
-  Result<RegisterFile> read_registers(pid_t tid) override;
+  Result<RegisterFile> read_registers(pid_t tid, RegisterSet set = RegisterSet::All) override;
   Result<void> write_registers(pid_t tid, const RegisterFile& regs) override;
 
   Result<size_t> read_memory(uint64_t addr, std::span<uint8_t> out) override;

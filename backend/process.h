@@ -131,7 +131,7 @@ class Process {
 
   // ---- registers (in the layout of registers.h) ----
   virtual const RegisterLayout& register_layout() const = 0;
-  virtual Result<RegisterFile> read_registers(pid_t tid) = 0;
+  virtual Result<RegisterFile> read_registers(pid_t tid, RegisterSet set = RegisterSet::All) = 0;
   virtual Result<void> write_registers(pid_t tid, const RegisterFile& regs) = 0;
 
   // ---- memory (breakpoint shadows are hidden: reads never show our int3) ----

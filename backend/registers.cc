@@ -281,7 +281,12 @@ void store_to_fxsave(const RegisterFile& f, const RegisterLayout& l, user_fpregs
 
 }  // namespace
 
-std::optional<RegisterFile> RegisterAccess::read(pid_t tid, const RegisterLayout& layout, std::string* err) {
+bool is_general_register(int regno) {
+  return (regno >= 0 && regno < kSt0) || regno == kOrigRax || regno == kFsBase || regno == kGsBase;
+}
+
+std::optional<RegisterFile> RegisterAccess::read(pid_t tid, const RegisterLayout& layout, std::string* err,
+                                                 RegisterSet set) {
   RegisterFile f;
   f.bytes.assign(layout.total_bytes, 0);
   f.valid.assign(layout.regs.size(), false);
@@ -299,6 +304,7 @@ std::optional<RegisterFile> RegisterAccess::read(pid_t tid, const RegisterLayout
   f.set_u64(layout, kOrigRax, gp.orig_rax);
   f.set_u64(layout, kFsBase, gp.fs_base);
   f.set_u64(layout, kGsBase, gp.gs_base);
+  if (set == RegisterSet::General) return f;
 
   user_fpregs_struct fp{};
   if (ptrace(PTRACE_GETFPREGS, tid, nullptr, &fp) == 0) {

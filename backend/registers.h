@@ -43,9 +43,16 @@ struct RegisterFile {
   uint64_t pc(const RegisterLayout& l) const { return get_u64(l, RegisterLayout::kRip); }
 };
 
-// ptrace plumbing: read/write a thread's full register file (GETREGS, GETFPREGS, GETREGSET xstate).
+// Which part of a register file to fetch: General is what PTRACE_GETREGS gives (rax..gs,
+// orig_rax, fs_base, gs_base) and costs one call; All adds x87/SSE and the XSAVE area.
+enum class RegisterSet { General, All };
+bool is_general_register(int regno);
+
+// ptrace plumbing: read/write a thread's register file (GETREGS, GETFPREGS, GETREGSET xstate).
+// A General read leaves every other register invalid.
 struct RegisterAccess {
-  static std::optional<RegisterFile> read(pid_t tid, const RegisterLayout& layout, std::string* err);
+  static std::optional<RegisterFile> read(pid_t tid, const RegisterLayout& layout, std::string* err,
+                                          RegisterSet set = RegisterSet::All);
   static bool write(pid_t tid, const RegisterLayout& layout, const RegisterFile& regs, std::string* err);
 };
 

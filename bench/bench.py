@@ -17,6 +17,7 @@ import hashlib
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -78,15 +79,18 @@ def run_gdb(port, prog, commands, timeout):
         os.unlink(path)
 
 
-T0 = "python import time; __bs_t0 = time.perf_counter()"
-T1 = "python print('BENCH_SECONDS %.6f' % (time.perf_counter() - __bs_t0))"
+# GDB's own CPU time over the timed part too: the protocol is request/reply and GDB does its
+# part single-threaded, so no server can make the timed part shorter than that.
+T0 = "python import time; __bs_t0 = time.perf_counter(); __bs_c0 = time.process_time()"
+T1 = ("python print('BENCH_SECONDS %.6f BENCH_GDB_CPU %.6f' % (time.perf_counter() - __bs_t0, "
+      "time.process_time() - __bs_c0))")
 
 
 def seconds(out):
-    m = re.findall(r"BENCH_SECONDS ([0-9.]+)", out)
+    m = re.findall(r"BENCH_SECONDS ([0-9.]+) BENCH_GDB_CPU ([0-9.]+)", out)
     if not m:
         raise RuntimeError("no timing in GDB output:\n" + out[-3000:])
-    return float(m[-1])
+    return float(m[-1][0]), float(m[-1][1])
 
 
 def source_line(src, pattern):
@@ -221,15 +225,20 @@ def run_one(bench, kind, exe):
     cmds = bench.get("commands_by_server", {}).get(kind) or bench["commands"]
     with Server(kind, exe, bench["prog"], bench["args"]) as srv:
         t = time.perf_counter()
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)    # GDB is the only child reaped below
         out = run_gdb(srv.port, bench["prog"], cmds, bench["timeout"])
         wall = time.perf_counter() - t
-    secs = wall if bench.get("whole_session") else seconds(out)
+        ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if bench.get("whole_session"):
+        secs, gdb_cpu = wall, (ru2.ru_utime - ru.ru_utime) + (ru2.ru_stime - ru.ru_stime)
+    else:
+        secs, gdb_cpu = seconds(out)
     proof = bench["proof"](out)
     work = bench["work"]
     if work == "insns":
         work = int(re.search(r"(\d+)", proof).group(1))
     value = secs if work is None else work / secs
-    return value, proof
+    return value, proof, secs, gdb_cpu
 
 
 def main():
@@ -255,17 +264,21 @@ def main():
             continue
         values = {k: [] for k in kinds}
         proofs = {k: [] for k in kinds}
+        walls = {k: [] for k in kinds}
+        cpus = {k: [] for k in kinds}
         errors = {}
         for r in range(a.runs):
             for k in kinds:                       # interleaved: A B A B ...
                 if k in errors:
                     continue
                 try:
-                    v, p = run_one(bench, k, exes[k])
+                    v, p, w, c = run_one(bench, k, exes[k])
                     values[k].append(v)
                     proofs[k].append(p)
-                    print("  %-55s %-10s run %d: %.4g %s (%s)" % (bench["name"][:55], k, r + 1,
-                                                                  v, bench["unit"], p), flush=True)
+                    walls[k].append(w)
+                    cpus[k].append(c)
+                    print("  %-55s %-10s run %d: %.4g %s (%s; GDB CPU %.3f of %.3f s)" % (
+                        bench["name"][:55], k, r + 1, v, bench["unit"], p, c, w), flush=True)
                 except Exception as e:            # noqa: BLE001 - report and go on
                     errors[k] = str(e).splitlines()[0][:200]
                     print("  %-55s %-10s run %d: FAILED: %s" % (bench["name"][:55], k, r + 1,
@@ -273,7 +286,7 @@ def main():
         if bench.get("same_proof") and all(proofs[k] for k in kinds) and len(kinds) > 1:
             if len({p for k in kinds for p in proofs[k]}) != 1:
                 errors["proof"] = "servers ended at different PCs: %s" % proofs
-        rows.append((bench, values, proofs, errors))
+        rows.append((bench, values, proofs, errors, walls, cpus))
 
     lines = ["# branchstub vs gdbserver", "",
              "- date: %s" % time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -281,9 +294,10 @@ def main():
              "- gdb: %s" % first_line([GDB, "--version"]),
              "- gdbserver: %s" % first_line([exes["gdbserver"], "--version"]),
              "- runs per server: %d (interleaved), medians%s" % (a.runs, ", --quick sizes" if a.quick else ""),
-             "", "| benchmark | unit | branchstub | gdbserver | ratio (branchstub/gdbserver) | proof |",
-             "|---|---|---|---|---|---|"]
-    for bench, values, proofs, errors in rows:
+             "", "| benchmark | unit | branchstub | gdbserver | ratio (branchstub/gdbserver) "
+             "| GDB CPU / timed wall (branchstub runs) | ceiling | proof |",
+             "|---|---|---|---|---|---|---|---|"]
+    for bench, values, proofs, errors, walls, cpus in rows:
         med = {k: statistics.median(values[k]) if values[k] else None for k in kinds}
         cell = lambda k: ("FAILED: " + errors[k]) if k in errors else (  # noqa: E731
             "%.4g" % med[k] if k in med and med[k] is not None else "not run")
@@ -296,9 +310,20 @@ def main():
         proof = "; ".join(sorted({p for k in kinds for p in proofs[k]}))
         if "proof" in errors:
             proof = "FAILED: " + errors["proof"]
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (bench["name"], bench["unit"],
-                     cell("branchstub"), cell("gdbserver"), ratio_s, proof))
-    lines += ["", "Ratios above 1 mean branchstub is faster. The btrace row compares "
+        # The best ratio any server could reach: gdbserver's time over GDB's own CPU time.
+        cpu_s, ceiling_s = "—", "—"
+        if cpus.get("branchstub") and walls.get("branchstub"):
+            cpu = statistics.median(cpus["branchstub"])
+            cpu_s = "%.3f / %.3f s" % (cpu, statistics.median(walls["branchstub"]))
+            if walls.get("gdbserver") and cpu > 0 and bench.get("work") != "insns":
+                ceiling_s = "%.2f×" % (statistics.median(walls["gdbserver"]) / cpu)
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (bench["name"], bench["unit"],
+                     cell("branchstub"), cell("gdbserver"), ratio_s, cpu_s, ceiling_s, proof))
+    lines += ["", "Ratios above 1 mean branchstub is faster. \"GDB CPU\" is GDB's own CPU time "
+              "over the timed part (the whole GDB process for whole-session rows); since GDB "
+              "waits for each reply before it goes on, no server can make the timed part shorter, "
+              "so \"ceiling\" (gdbserver's time over that CPU time) is the most any server could "
+              "gain on that row. The btrace row compares "
               "branchstub's `record btrace` with GDB's `record full` over gdbserver (gdbserver "
               "has no btrace on machines without BTS/PT); the stepbranch row compares "
               "`stepbranch 1000` on branchstub with `stepbranch --client 1000` (a Python loop "

@@ -201,7 +201,7 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
   auto* p = process();
   if (p && p->has_thread(event.tid)) {
     const auto& layout = p->register_layout();
-    if (auto regs = p->read_registers(event.tid)) {
+    if (auto regs = p->read_registers(event.tid, backend::RegisterSet::General)) {
       // GDB reads nothing more after most stops when rbp/rsp/rip come along; LLDB wants the GPRs.
       std::vector<int> expedite = {backend::RegisterLayout::kRbp, backend::RegisterLayout::kRsp,
                                    backend::RegisterLayout::kRip};
@@ -221,7 +221,7 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
     if (dialect_.lldb && dialect_.list_threads_in_stop) {
       for (pid_t tid : p->threads()) {
         stop.all_tids.push_back(tid);
-        auto regs = p->read_registers(tid);
+        auto regs = p->read_registers(tid, backend::RegisterSet::General);
         stop.all_pcs.push_back(regs ? regs->pc(layout) : 0);
       }
     }

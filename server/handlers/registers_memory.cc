@@ -46,7 +46,9 @@ Reply handle(Session& s, const ReadRegister& r) {
   if (!p) return error(1);
   const auto& layout = p->register_layout();
   if (r.regno < 0 || r.regno >= static_cast<int>(layout.regs.size())) return error(1);
-  auto regs = p->read_registers(s.thread_for(r.thread_suffix));
+  // LLDB reads registers one `p` at a time: fetch only the set the register is in.
+  auto set = backend::is_general_register(r.regno) ? backend::RegisterSet::General : backend::RegisterSet::All;
+  auto regs = p->read_registers(s.thread_for(r.thread_suffix), set);
   if (!regs) return error_reply(s, regs.error());
   return register_hex(*regs, layout.regs[r.regno]);
 }

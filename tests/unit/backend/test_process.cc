@@ -146,6 +146,29 @@ TEST_CASE("memory writes over a breakpoint keep the int3", "[process]") {
   REQUIRE(p->kill().ok());
 }
 
+TEST_CASE("a General register read is the GETREGS part of a full read", "[process][registers]") {
+  auto exe = inferior("simple");
+  auto p = launch_ok(options_for(exe));
+  const auto& l = p->register_layout();
+  auto all = p->read_registers(p->pid());
+  auto gpr = p->read_registers(p->pid(), RegisterSet::General);
+  REQUIRE(all.ok());
+  REQUIRE(gpr.ok());
+  for (int r = 0; r < static_cast<int>(l.regs.size()); ++r) {
+    INFO(l.regs[r].name);
+    CHECK(gpr->valid[r] == is_general_register(r));
+    if (is_general_register(r))
+      CHECK(std::memcmp(gpr->bytes.data() + l.regs[r].offset, all->bytes.data() + l.regs[r].offset,
+                        static_cast<size_t>(l.regs[r].bitsize / 8)) == 0);
+  }
+  CHECK(is_general_register(RegisterLayout::kRip));
+  CHECK(is_general_register(*l.find("fs_base")));
+  CHECK(is_general_register(*l.find("orig_rax")));
+  CHECK_FALSE(is_general_register(*l.find("xmm0")));
+  CHECK_FALSE(is_general_register(*l.find("mxcsr")));
+  REQUIRE(p->kill().ok());
+}
+
 TEST_CASE("registers round-trip", "[process][registers]") {
   auto exe = inferior("simple");
   auto p = launch_ok(options_for(exe));
