@@ -585,7 +585,7 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
       break;
     case PTRACE_EVENT_EXEC: {
       // The image changed: breakpoints are gone, only this thread (now the leader) remains.
-      // Without exec events GDB gets a SIGTRAP stop.
+      // Reported as an exec; a client that did not ask for exec events sees a SIGTRAP.
       Thread leader{pid_};
       for (const auto& [tid, old] : threads_)
         if (tid != pid_) tracer_->thread_exited(tid);
@@ -597,7 +597,7 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
       code_cache_.clear();
       mem_.open(pid_);
       (void)debug_.apply(pid_);
-      StopEvent ev = make_event(StopKind::Signal, pid_, SIGTRAP);
+      StopEvent ev = make_event(StopKind::Exec, pid_, SIGTRAP);
       if (auto path = read_exe_path(pid_)) ev.exec_path = *path;
       return report(threads_[pid_], ev);
     }

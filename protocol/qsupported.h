@@ -40,7 +40,7 @@ struct ServerFeatures {
   bool extended_remote_allowed = true;  // reserved: the '!' packet is not a qSupported feature
   bool fork_events = false;             // backend does not report these yet
   bool vfork_events = false;
-  bool exec_events = false;
+  bool exec_events = true;              // an exec stop says "exec:<path>" (LLDB: reason:exec)
   bool no_resumed = false;
   bool non_stop = false;                // QNonStop+
 };

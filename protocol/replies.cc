@@ -79,6 +79,8 @@ const char* lldb_reason(StopReason r) {
       return "watchpoint";
     case StopReason::SingleStep:
       return "trace";
+    case StopReason::Exec:
+      return "exec";
     default:
       return "signal";
   }

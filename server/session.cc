@@ -189,7 +189,14 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
     case StopKind::Fork: stop.reason = protocol::StopReason::Fork; stop.child_pid = stop.child_tid = event.child_pid; break;
     case StopKind::VFork: stop.reason = protocol::StopReason::VFork; stop.child_pid = stop.child_tid = event.child_pid; break;
     case StopKind::VForkDone: stop.reason = protocol::StopReason::VForkDone; break;
-    case StopKind::Exec: stop.reason = protocol::StopReason::Exec; stop.exec_path = event.exec_path; break;
+    case StopKind::Exec:
+      // Without exec events (old GDBs, or GDB told not to) the kernel's plain SIGTRAP is the report.
+      stop.gdb_signal = 5;
+      if (dialect_.exec_events || dialect_.lldb) {
+        stop.reason = protocol::StopReason::Exec;
+        stop.exec_path = event.exec_path;
+      }
+      break;
     case StopKind::SyscallEntry: stop.reason = protocol::StopReason::SyscallEntry; stop.syscall_no = event.syscall_no; break;
     case StopKind::SyscallReturn: stop.reason = protocol::StopReason::SyscallReturn; stop.syscall_no = event.syscall_no; break;
     default: stop.reason = protocol::StopReason::Signal; break;

@@ -447,7 +447,7 @@ TEST_CASE("libraries from the r_debug walk", "[process]") {
   REQUIRE(p->kill().ok());
 }
 
-TEST_CASE("exec after launch is a SIGTRAP stop in the new image", "[process]") {
+TEST_CASE("exec after launch is an exec stop (SIGTRAP) in the new image", "[process]") {
   LaunchOptions o;
   o.argv = {"/bin/sh", "-c", "exec /bin/true"};
   o.startup_with_shell = false;
@@ -455,7 +455,7 @@ TEST_CASE("exec after launch is a SIGTRAP stop in the new image", "[process]") {
   REQUIRE(p->resume(continue_all()).ok());
   auto ev = wait_stop(*p);
   REQUIRE(ev);
-  CHECK(ev->kind == StopKind::Signal);
+  CHECK(ev->kind == StopKind::Exec);
   CHECK(ev->signo == SIGTRAP);
   CHECK(ev->exec_path.find("true") != std::string::npos);
   CHECK(p->threads() == std::vector<pid_t>{p->pid()});

@@ -34,6 +34,7 @@ TEST_CASE("qSupported negotiation", "[qsupported]") {
   CHECK(d.vcont_supported);
   CHECK(d.xml_registers);
   CHECK_FALSE(d.fork_events);  // the server does not list them
+  CHECK(d.exec_events);        // it does list these
   CHECK_FALSE(d.no_resumed);
   CHECK_FALSE(d.lldb);
   ClientFeatures c = parse_client_features(offer(kGdbOffer));
@@ -63,6 +64,8 @@ TEST_CASE("qSupported reply", "[qsupported]") {
     CHECK(has(r, f));
   CHECK_FALSE(has(r, "fork-events+"));
   CHECK_FALSE(has(r, "no-resumed+"));
+  CHECK(has(r, "exec-events+"));
+  CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "exec-events+"));
 
   Dialect lldb = negotiate(offer("qSupported:xmlRegisters=i386"));
   s.btrace = false;

@@ -92,6 +92,8 @@ TEST_CASE("LLDB stop replies", "[replies]") {
   CHECK(format_stop_reply(s, d).find("reason:trace;") != std::string::npos);
   s.reason = StopReason::Watch;
   CHECK(format_stop_reply(s, d).find("reason:watchpoint;") != std::string::npos);
+  s.reason = StopReason::Exec;
+  CHECK(format_stop_reply(s, d).find("reason:exec;") != std::string::npos);
   s.reason = StopReason::Signal;
   CHECK(format_stop_reply(s, d).find("reason:signal;") != std::string::npos);
   s.thread_name = "a;b";

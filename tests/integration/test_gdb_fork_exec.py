@@ -1,0 +1,49 @@
+"""exec (and fork) events with GDB 13: the program image changes under the debugger and GDB
+follows it, as with gdbserver (issue 2)."""
+import re
+
+import pytest
+
+from harness import gdb_remote, inferior, lldb
+
+EXECER, BASIC = inferior("execer"), inferior("basic")
+
+
+def test_exec_is_followed_and_caught(procs):
+    srv = procs.server(["--once", "{COMM}", EXECER, BASIC])
+    r = gdb_remote(srv, ["set breakpoint pending on", "break compute", "catch exec",
+                         "continue", "continue", "bt 2", "info inferiors", "delete", "continue"],
+                   prog=EXECER)
+    out = r.out
+    assert re.search(r"process \d+ is executing new program: .*/basic\b", out), r
+    assert re.search(r"Catchpoint 2 \(exec'd .*/basic\)", out), r
+    assert re.search(r"Breakpoint 1, compute \(x=0\) at .*basic\.c:\d+", out), r
+    assert re.search(r"#1 +0x[0-9a-f]+ in main \(\) at .*basic\.c", out), r
+    assert "SIGTRAP" not in out, r
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited with code 07\]", out), r
+
+
+def test_exec_from_a_thread_that_is_not_the_leader(procs):
+    srv = procs.server(["--once", "{COMM}", EXECER, "--from-thread", BASIC])
+    r = gdb_remote(srv, ["set breakpoint pending on", "break compute", "continue",
+                         "info threads", "delete", "continue"], prog=EXECER)
+    out = r.out
+    assert re.search(r"process (\d+) is executing new program: .*/basic\b", out), r
+    pid = re.search(r"process (\d+) is executing", out).group(1)
+    assert re.search(r"Breakpoint 1, compute \(x=0\)", out), r
+    # One thread left, and it carries the process id.
+    assert re.search(r"^\* 1 +Thread %s\.%s " % (pid, pid), out, re.M), r
+    assert not re.search(r"^  2 +Thread", out, re.M), r
+    assert re.search(r"exited with code 07", out), r
+
+
+@pytest.mark.branchstub_only
+def test_lldb_stops_at_exec_and_follows(procs):
+    """gdbserver reports a bare SIGTRAP to LLDB here; lldb-server and we say reason:exec."""
+    srv = procs.server(["--once", "{COMM}", EXECER, BASIC])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "b compute", "c", "c", "bt 2",
+              "process kill"], timeout=90)
+    out = r.out
+    assert re.search(r"stop reason = exec", out), r
+    assert re.search(r"stop reason = breakpoint 1\.1", out), r
+    assert re.search(r"frame #0: 0x[0-9a-f]+ basic`compute\(x=0\)", out), r
