@@ -70,6 +70,7 @@ void LinuxProcess::set_trace_source(TraceSource source) {
 
 LinuxProcess::~LinuxProcess() {
   // Launched programs die with us (as gdbserver's do); attached ones are let go.
+  release_held_children(!attached_);
   if (!alive_) return;
   if (attached_) (void)detach();
   else (void)kill();
@@ -567,21 +568,31 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
     }
     case PTRACE_EVENT_FORK:
     case PTRACE_EVENT_VFORK: {
-      // No fork events for the client yet: let the child go, without our int3s and debug registers.
+      // The child starts stopped and traced. Our int3s and debug registers come out of it
+      // first (a vfork child shares our memory until it execs or exits: they go back in at
+      // VFORK_DONE); then it is reported and held, or let go.
       int status = 0;
       while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}
       if (event == PTRACE_EVENT_FORK) {
         ProcMemory child_mem(child);
         breakpoints_.restore_into(child_mem);
       } else {
-        breakpoints_.restore_into(mem_);  // shared memory until exec/exit: put them back at VFORK_DONE
+        breakpoints_.restore_into(mem_);
       }
       DebugRegisters::clear_thread(child);
-      ::ptrace(PTRACE_DETACH, child, nullptr, nullptr);
-      break;
+      bool tell = event == PTRACE_EVENT_FORK ? report_forks_ : report_vforks_;
+      if (!tell || !(WIFSTOPPED(status))) {
+        ::ptrace(PTRACE_DETACH, child, nullptr, nullptr);
+        break;
+      }
+      held_children_.insert(child);
+      StopEvent ev = make_event(event == PTRACE_EVENT_FORK ? StopKind::Fork : StopKind::VFork, t.tid, SIGTRAP);
+      ev.child_pid = child;
+      return report(t, ev);
     }
     case PTRACE_EVENT_VFORK_DONE:
       breakpoints_.reinsert_all(mem_);
+      if (report_vforks_) return report(t, make_event(StopKind::VForkDone, t.tid, SIGTRAP));
       break;
     case PTRACE_EVENT_EXEC: {
       // The image changed: breakpoints are gone, only this thread (now the leader) remains.
@@ -960,6 +971,7 @@ void LinuxProcess::stop_all_sync() {
 }
 
 Result<void> LinuxProcess::detach() {
+  release_held_children(false);
   if (!alive_) return {};
   stop_all_sync();
   if (!alive_) return {};
@@ -988,6 +1000,7 @@ Result<void> LinuxProcess::detach() {
 }
 
 Result<void> LinuxProcess::kill() {
+  release_held_children(!attached_);
   if (!alive_) return {};
   ::kill(pid_, SIGKILL);
   // Reap every thread, the leader last, so nothing is left as a zombie.
@@ -1005,6 +1018,38 @@ Result<void> LinuxProcess::kill() {
   running_ = false;
   forget_process(make_event(StopKind::Killed, pid_, SIGKILL));
   return {};
+}
+
+// ---------------------------------------------------------------- fork children
+
+Result<void> LinuxProcess::detach_child(pid_t child) {
+  if (!held_children_.erase(child)) return Error{ESRCH, fmt::format("No fork child {} is held.", child)};
+  if (::ptrace(PTRACE_DETACH, child, nullptr, nullptr) != 0 && errno != ESRCH)
+    return errno_error(fmt::format("Cannot detach from process {}", child));
+  return {};
+}
+
+Result<std::unique_ptr<Process>> LinuxProcess::adopt_child(pid_t child) {
+  if (!held_children_.erase(child)) return Error{ESRCH, fmt::format("No fork child {} is held.", child)};
+  // Already traced with our options (inherited from the fork) and stopped; its memory holds
+  // none of our int3s.
+  std::unique_ptr<LinuxProcess> p(new LinuxProcess(child, attached_));
+  p->threads_[child] = Thread{child};
+  p->last_stop_ = p->make_event(StopKind::Signal, child, SIGTRAP);
+  p->set_trace_source(tracer_->preferred_source());
+  return std::unique_ptr<Process>(std::move(p));
+}
+
+void LinuxProcess::release_held_children(bool kill) {
+  for (pid_t child : held_children_) {
+    if (kill) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, nullptr, __WALL) < 0 && errno == EINTR) {}
+    } else {
+      ::ptrace(PTRACE_DETACH, child, nullptr, nullptr);
+    }
+  }
+  held_children_.clear();
 }
 
 // ---------------------------------------------------------------- signals

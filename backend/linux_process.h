@@ -59,6 +59,15 @@ class LinuxProcess final : public Process {
   bool wants_poll() const override { return wants_poll_; }
   Result<void> step_branch(pid_t tid, uint32_t count) override;
 
+  void set_fork_reporting(bool fork, bool vfork) override {
+    report_forks_ = fork;
+    report_vforks_ = vfork;
+  }
+  std::vector<pid_t> held_children() const override { return {held_children_.begin(), held_children_.end()}; }
+  Result<void> detach_child(pid_t child) override;
+  Result<std::unique_ptr<Process>> adopt_child(pid_t child) override;
+  void release_held_children(bool kill);  // on detach / kill of this process
+
   Result<void> detach() override;
   Result<void> kill() override;
 
@@ -183,6 +192,9 @@ class LinuxProcess final : public Process {
   pid_t pid_ = 0;
   bool attached_ = false;
   bool alive_ = true;
+  bool report_forks_ = false;
+  bool report_vforks_ = false;
+  std::set<pid_t> held_children_;  // reported fork children, stopped until the client decides
   bool running_ = false;
   bool interrupt_requested_ = false;
   std::map<pid_t, Thread> threads_;

@@ -149,6 +149,18 @@ class Process {
   virtual Result<std::vector<MemoryRegion>> memory_map() = 0;
   virtual Result<std::vector<LibraryInfo>> libraries(uint64_t* main_lm) = 0;  // r_debug walk
 
+  // ---- fork children ----
+  // Whether fork / vfork children are reported (Fork / VFork stops with child_pid, then
+  // VForkDone) and held stopped for the client to decide; otherwise they are let go at once,
+  // cleaned of our breakpoints.
+  virtual void set_fork_reporting(bool fork, bool vfork) = 0;
+  // Children reported and still held (stopped, traced, our breakpoints already out of them).
+  virtual std::vector<pid_t> held_children() const = 0;
+  virtual Result<void> detach_child(pid_t child) = 0;
+  // Following a held child: it becomes a process of its own, stopped (the caller detaches
+  // or kills this one).
+  virtual Result<std::unique_ptr<Process>> adopt_child(pid_t child) = 0;
+
   // ---- branch tracing ----
   virtual BranchTracer& tracer() = 0;
   // The branch source the server chose (--btrace-source); call before any thread is traced.

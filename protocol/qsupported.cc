@@ -89,6 +89,8 @@ constexpr Row kRows[] = {
     {"QDisableRandomization+", always},
     {"qXfer:threads:read+", always},
     {"qXfer:exec-file:read+", always},
+    // LLDB reads stop signals as the platform's numbers; say that we send those (lldb-server does).
+    {"native-signals+", [](const ServerFeatures&, const Dialect& d) { return d.lldb; }},
     {"Qbtrace:bts+", bts},
     {"Qbtrace-conf:bts:size+", bts},
     {"Qbtrace:pt+", pt},

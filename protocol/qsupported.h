@@ -38,8 +38,8 @@ struct ServerFeatures {
   bool btrace_pt = true;                // list Qbtrace:pt (GDB tries pt first, then bts)
   bool stepbranch = true;               // our "stepbranch" packet
   bool extended_remote_allowed = true;  // reserved: the '!' packet is not a qSupported feature
-  bool fork_events = false;             // backend does not report these yet
-  bool vfork_events = false;
+  bool fork_events = true;              // fork stops; the child is held until D;<child>
+  bool vfork_events = true;             // vfork and vforkdone stops
   bool exec_events = true;              // an exec stop says "exec:<path>" (LLDB: reason:exec)
   bool no_resumed = false;
   bool non_stop = false;                // QNonStop+

@@ -81,6 +81,12 @@ const char* lldb_reason(StopReason r) {
       return "trace";
     case StopReason::Exec:
       return "exec";
+    case StopReason::Fork:
+      return "fork";      // LLDB reads the child from the "fork:" key itself
+    case StopReason::VFork:
+      return "vfork";
+    case StopReason::VForkDone:
+      return "vforkdone";
     default:
       return "signal";
   }

@@ -19,7 +19,7 @@
 #   --prefix DIR   where to unpack (see above)
 #   --setup-only   unpack and check LLDB 14, print the wrapper path, run no tests
 #   --refresh      download and unpack again even when the stamp says it is done
-#   --all          also run the other LLDB tests (btrace monitor, stepbranch)
+#   --all          also run the other LLDB tests (btrace monitor, stepbranch, exec, fork)
 #   --swap         the old way: apt-get remove lldb-16, install lldb-14, run the tests,
 #                  swap back (needs root or sudo; disturbs anyone using lldb-16 meanwhile)
 #   -h, --help
@@ -60,7 +60,9 @@ done
 tests=(tests/integration/test_lldb.py)
 if [[ $all == 1 ]]; then
   tests+=(tests/integration/test_btrace.py::test_lldb_monitor_btrace_calls
-          tests/integration/test_stepbranch.py::test_lldb_stepbranch)
+          tests/integration/test_stepbranch.py::test_lldb_stepbranch
+          tests/integration/test_gdb_fork_exec.py::test_lldb_stops_at_exec_and_follows
+          tests/integration/test_gdb_fork_exec.py::test_lldb_fork_child_detached)
 fi
 [[ ${#pytest_paths[@]} -gt 0 ]] && tests=("${pytest_paths[@]}")
 

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -73,6 +74,11 @@ backend::Result<void> Server::attach(pid_t pid) {
   last_event_ = process_->last_stop();
   log_.notice(fmt::format("Attached; pid = {}", pid));
   return {};
+}
+
+void Server::replace_process(std::unique_ptr<backend::Process> p) {
+  process_ = std::move(p);
+  last_event_ = process_->last_stop();
 }
 
 void Server::forget_process() {
@@ -254,6 +260,8 @@ void Server::watch_sigchld() {
     for (ssize_t n; (n = ::read(sigchld_fd_, info, sizeof info)) > 0;)
       for (size_t i = 0; i < static_cast<size_t>(n) / sizeof info[0]; ++i)
         if (info[i].ssi_signo != SIGCHLD) terminate = true;
+    for (auto it = orphans_.begin(); it != orphans_.end();)
+      it = ::waitpid(*it, nullptr, WNOHANG) != 0 ? orphans_.erase(it) : std::next(it);
     poll_inferior();
     if (terminate) {
       log_.notice("Terminated: killing the launched program or detaching from the attached one.");

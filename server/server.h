@@ -34,6 +34,9 @@ class Server {
   backend::Result<void> launch(std::vector<std::string> argv);
   backend::Result<void> attach(pid_t pid);
   void forget_process();                           // after kill/detach/exit
+  void replace_process(std::unique_ptr<backend::Process> p);  // following a fork child
+  // A program we launched and then detached from is still our child: reap it when it exits.
+  void reap_later(pid_t pid) { orphans_.insert(pid); }
   backend::LaunchOptions& launch_settings() { return launch_settings_; }
   // The last stop the client was told about (or would be told: '?').
   const std::optional<backend::StopEvent>& last_event() const { return last_event_; }
@@ -82,6 +85,7 @@ class Server {
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::LbrDevice> lbr_device_;
+  std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
 };
 
 }  // namespace server

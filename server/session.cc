@@ -37,6 +37,16 @@ backend::Process* Session::process() {
 
 void Session::note_lldb() { dialect_.lldb = true; }
 
+int Session::wire_signal(int host) const {
+  if (host == 0) return 0;
+  return dialect_.lldb ? host : protocol::host_to_gdb_signal(host);
+}
+
+int Session::host_signal(int wire) const {
+  if (wire == 0) return 0;
+  return dialect_.lldb ? wire : protocol::gdb_to_host_signal(wire);
+}
+
 void Session::on_bytes(std::string_view bytes) {
   for (auto& event : framer_.feed(bytes)) {
     using Kind = protocol::Framer::Event::Kind;
@@ -155,7 +165,7 @@ std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbr
     exit.pid = event.pid;
     exit.status = event.exit_status;
     exit.signalled = event.kind == StopKind::Killed;
-    exit.gdb_signal = protocol::host_to_gdb_signal(event.signo);
+    exit.gdb_signal = wire_signal(event.signo);
     return protocol::format_exit_reply(exit, dialect_);
   }
   return protocol::format_stop_reply(describe_stop(event, stepbranch), dialect_);
@@ -166,7 +176,7 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
   protocol::StopReply stop;
   stop.pid = event.pid;
   stop.tid = event.tid;
-  stop.gdb_signal = event.signo == 0 ? 0 : protocol::host_to_gdb_signal(event.signo);
+  stop.gdb_signal = wire_signal(event.signo);
   switch (event.kind) {
     case StopKind::Breakpoint: stop.reason = protocol::StopReason::Breakpoint; stop.gdb_signal = 5; break;
     case StopKind::HwBreakpoint: stop.reason = protocol::StopReason::HwBreakpoint; stop.gdb_signal = 5; break;

@@ -45,6 +45,10 @@ class Session {
   void send(std::string_view payload);            // one packet
   void send_console(std::string_view text);       // "O<hex>" packet (qRcmd output)
   void note_lldb();                               // an LLDB-only packet was seen
+  // Signal numbers on the wire: GDB's numbering for GDB; Linux's for LLDB, which reads them
+  // as the platform's (lldb-server sends those and says native-signals+).
+  int wire_signal(int host_signal) const;
+  int host_signal(int wire_signal) const;
   void set_no_ack() { no_ack_pending_ = true; }
   void set_extended(bool on) { extended_ = on; }
   bool extended() const { return extended_; }
@@ -55,6 +59,10 @@ class Session {
   pid_t general_thread() const;   // resolves "any" to a live thread; 0 if no process
   void set_general_thread(pid_t tid) { general_thread_ = tid; }
   void set_continue_thread(pid_t tid) { continue_thread_ = tid; }
+  // A held fork child named by Hg p<child>.<tid> (GDB and LLDB do that to take breakpoints
+  // out of it before detaching it); 0 when the requests are for the process itself.
+  void select_fork_child(pid_t child) { fork_child_ = child; }
+  pid_t fork_child() const { return fork_child_; }
   pid_t continue_thread() const { return continue_thread_; }
   // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
   pid_t thread_for(std::optional<int> suffix) const;
@@ -92,6 +100,7 @@ class Session {
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;
+  pid_t fork_child_ = 0;
   std::string last_sent_;   // for '-' retransmission in ack mode
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;

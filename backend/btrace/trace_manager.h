@@ -23,6 +23,7 @@ class TraceManager : public BranchTracer {
   static constexpr uint64_t kDefaultBufferSize = 64 * 1024;  // GDB's default BTS buffer
 
   TraceManager(TraceSource preferred, PcReader current_pc);
+  TraceSource preferred_source() const { return preferred_; }
   ~TraceManager() override;
 
   // BranchTracer

@@ -26,6 +26,7 @@ uint64_t length_of(BreakpointType type, uint64_t kind) {
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
+  if (s.fork_child()) return error_text("Breakpoints in a fork child that is not followed are not supported.");
   if (auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r)
     return error_reply(s, r.error());
   return ok();
@@ -34,6 +35,7 @@ Reply handle(Session& s, const InsertBreakpoint& z) {
 Reply handle(Session& s, const RemoveBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
+  if (s.fork_child()) return ok();  // already out of the child: taken out when it was forked
   if (auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r)
     return error_reply(s, r.error());
   return ok();

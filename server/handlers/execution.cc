@@ -1,4 +1,6 @@
 // Resuming, stepping, stepbranch, kill, detach, run and attach.
+#include <algorithm>
+
 #include "protocol/signals.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
@@ -7,7 +9,7 @@ namespace server {
 
 namespace {
 
-backend::ResumeAction to_backend(const protocol::ResumeAction& a) {
+backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction& a) {
   backend::ResumeAction out;
   switch (a.kind) {
     case protocol::ResumeKind::Continue: out.kind = backend::ResumeKind::Continue; break;
@@ -15,7 +17,7 @@ backend::ResumeAction to_backend(const protocol::ResumeAction& a) {
     case protocol::ResumeKind::RangeStep: out.kind = backend::ResumeKind::RangeStep; break;
     case protocol::ResumeKind::Stop: out.kind = backend::ResumeKind::Stop; break;
   }
-  out.signo = a.gdb_signal ? gdb_to_host_signal(a.gdb_signal) : 0;
+  out.signo = s.host_signal(a.gdb_signal);
   out.range_start = a.range_start;
   out.range_end = a.range_end;
   return out;
@@ -23,6 +25,14 @@ backend::ResumeAction to_backend(const protocol::ResumeAction& a) {
 
 Reply start_resume(Session& s, backend::Process& p, const backend::ResumePlan& plan) {
   if (plan.threads.empty() && !plan.others) return error(1);
+  s.select_fork_child(0);
+  // One process at a time: a fork child the client neither detached nor followed (GDB's
+  // detach-on-fork off) is let go rather than left stopped for ever.
+  for (pid_t child : p.held_children()) {
+    s.server().log().notice(fmt::format("Fork child {} is not debugged (one process at a time): it runs on.", child));
+    (void)p.detach_child(child);
+  }
+  p.set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
   if (auto r = p.resume(plan); !r) return error_reply(s, r.error());
   s.expect_stop();
   s.server().resumed();
@@ -40,9 +50,9 @@ Reply handle(Session& s, const VCont& v) {
   // The leftmost action that matches a thread applies to it.
   for (const auto& action : v.actions) {
     if (action.thread && action.thread->tid > 0) {
-      if (p->has_thread(action.thread->tid)) plan.threads.try_emplace(action.thread->tid, to_backend(action));
+      if (p->has_thread(action.thread->tid)) plan.threads.try_emplace(action.thread->tid, to_backend(s, action));
     } else if (!plan.others) {
-      plan.others = to_backend(action);
+      plan.others = to_backend(s, action);
     }
   }
   return start_resume(s, *p, plan);
@@ -59,8 +69,8 @@ Reply handle(Session& s, const LegacyResume& r) {
     if (auto w = p->write_registers(tid, *regs); !w) return error_reply(s, w.error());
   }
   backend::ResumePlan plan;
-  if (r.action.kind == protocol::ResumeKind::Step) plan.threads[tid] = to_backend(r.action);
-  else plan.others = to_backend(r.action);
+  if (r.action.kind == protocol::ResumeKind::Step) plan.threads[tid] = to_backend(s, r.action);
+  else plan.others = to_backend(s, r.action);
   return start_resume(s, *p, plan);
 }
 
@@ -92,12 +102,36 @@ Reply handle(Session& s, const Kill& k) {
   return ok();
 }
 
-Reply handle(Session& s, const Detach&) {
+Reply handle(Session& s, const Detach& d) {
   auto* p = s.process();
   if (!p) return error(1);
+  auto held = p->held_children();
+  if (d.pid && *d.pid != p->pid()) {
+    // The fork child, after a fork stop (follow-fork-mode parent, detach-on-fork on).
+    if (std::find(held.begin(), held.end(), *d.pid) == held.end()) return error(1);
+    s.server().log().notice(fmt::format("Detaching from process {}", *d.pid));
+    if (auto r = p->detach_child(*d.pid); !r) return error_reply(s, r.error());
+    if (s.fork_child() == *d.pid) s.select_fork_child(0);
+    return ok();
+  }
+  // Detaching the parent while a fork child is held: the client follows the child.
+  std::unique_ptr<backend::Process> child;
+  if (!held.empty()) {
+    pid_t follow = s.fork_child() ? s.fork_child() : held.front();
+    auto adopted = p->adopt_child(follow);
+    if (!adopted) return error_reply(s, adopted.error());
+    child = std::move(*adopted);
+  }
   s.server().log().notice(fmt::format("Detaching from process {}", p->pid()));
   if (auto r = p->detach(); !r) return error_reply(s, r.error());
-  s.server().forget_process();
+  if (!p->was_attached()) s.server().reap_later(p->pid());
+  s.select_fork_child(0);
+  if (child) {
+    s.set_general_thread(child->pid());
+    s.server().replace_process(std::move(child));
+  } else {
+    s.server().forget_process();
+  }
   return ok();
 }
 

@@ -1,4 +1,6 @@
 // Connection set-up, thread selection and listing, settings for the next `run`.
+#include <algorithm>
+
 #include <set>
 
 #include "protocol/qsupported.h"
@@ -11,10 +13,10 @@ namespace server {
 
 namespace {
 
-std::set<int> host_signals(const std::vector<int>& gdb_signals) {
+std::set<int> host_signals(const Session& session, const std::vector<int>& wire_signals) {
   std::set<int> out;
-  for (int s : gdb_signals)
-    if (int host = gdb_to_host_signal(s); host > 0) out.insert(host);
+  for (int s : wire_signals)
+    if (int host = session.host_signal(s); host > 0) out.insert(host);
   return out;
 }
 
@@ -60,6 +62,13 @@ Reply handle(Session& s, const QueryHaltReason&) {
 Reply handle(Session& s, const SetThread& h) {
   auto* p = s.process();
   if (!p) return error(1);
+  if (h.thread.pid && *h.thread.pid > 0 && *h.thread.pid != p->pid()) {
+    auto held = p->held_children();
+    if (h.op != 'g' || std::find(held.begin(), held.end(), *h.thread.pid) == held.end()) return error(1);
+    s.select_fork_child(*h.thread.pid);
+    return ok();
+  }
+  s.select_fork_child(0);
   pid_t tid = h.thread.tid;
   if (tid > 0 && !p->has_thread(tid)) return error(1);
   if (h.op == 'g') s.set_general_thread(tid);
@@ -105,12 +114,12 @@ Reply handle(Session&, const QueryTStatus&) { return empty(); }
 Reply handle(Session&, const SetNonStop& n) { return n.on ? error(1) : ok(); }
 
 Reply handle(Session& s, const SetPassSignals& q) {
-  if (auto* p = s.process()) p->set_pass_signals(host_signals(q.gdb_signals));
+  if (auto* p = s.process()) p->set_pass_signals(host_signals(s, q.gdb_signals));
   return ok();
 }
 
 Reply handle(Session& s, const SetProgramSignals& q) {
-  if (auto* p = s.process()) p->set_program_signals(host_signals(q.gdb_signals));
+  if (auto* p = s.process()) p->set_program_signals(host_signals(s, q.gdb_signals));
   return ok();
 }
 

@@ -47,3 +47,56 @@ def test_lldb_stops_at_exec_and_follows(procs):
     assert re.search(r"stop reason = exec", out), r
     assert re.search(r"stop reason = breakpoint 1\.1", out), r
     assert re.search(r"frame #0: 0x[0-9a-f]+ basic`compute\(x=0\)", out), r
+
+
+FORKER = inferior("forker")
+
+
+def test_fork_caught_and_child_detached(procs):
+    srv = procs.server(["--once", "{COMM}", FORKER])
+    r = gdb_remote(srv, ["break after_fork", "catch fork", "continue", "continue",
+                         "info inferiors", "continue"], prog=FORKER)
+    out = r.out
+    m = re.search(r"Catchpoint 2 \(forked process (\d+)\)", out)
+    assert m, r
+    assert "[Detaching after fork from child process %s]" % m.group(1) in out, r
+    assert re.search(r"Breakpoint 1, after_fork \(\)", out), r
+    assert not re.search(r"^ +2 +process", out, re.M), r      # one inferior: the child is gone
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited normally\]", out), r
+
+
+def test_follow_fork_mode_child(procs):
+    """GDB follows the child: the parent is detached (and runs on), the child is debugged."""
+    srv = procs.server(["--once", "{COMM}", FORKER, "work"])
+    r = gdb_remote(srv, ["set follow-fork-mode child", "break in_child", "continue", "bt 2",
+                         "next", "print child_value", "continue"], prog=FORKER)
+    out = r.out
+    assert re.search(r"\[Attaching after Thread \d+\.\d+ fork to child Thread (\d+)\.\d+\]", out), r
+    child = re.search(r"fork to child Thread (\d+)", out).group(1)
+    assert re.search(r"\[Detaching after fork from parent process \d+\]", out), r
+    assert re.search(r"hit Breakpoint 1, in_child \(\)", out), r
+    assert re.search(r"#1 +0x[0-9a-f]+ in main \(", out), r
+    assert "$1 = 42" in out, r
+    assert "[Inferior 2 (process %s) exited with code 05]" % child in out, r
+
+
+def test_vfork_caught_and_parent_goes_on(procs):
+    srv = procs.server(["--once", "{COMM}", FORKER, "vfork"])
+    r = gdb_remote(srv, ["break after_fork", "catch vfork", "continue", "continue",
+                         "continue"], prog=FORKER)
+    out = r.out
+    m = re.search(r"Catchpoint 2 \(vforked process (\d+)\)", out)
+    assert m, r
+    assert "[Detaching after vfork from child process %s]" % m.group(1) in out, r
+    assert re.search(r"Breakpoint 1, after_fork \(\)", out), r
+    assert re.search(r"exited normally", out), r
+
+
+@pytest.mark.branchstub_only
+def test_lldb_fork_child_detached(procs):
+    """LLDB takes our int3s out of the child (Hg child, z0) and detaches it (D;child)."""
+    srv = procs.server(["--once", "{COMM}", FORKER])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "b after_fork", "c", "c"], timeout=90)
+    out = r.out
+    assert re.search(r"stop reason = breakpoint 1\.1\n +frame #0: 0x[0-9a-f]+ forker`after_fork", out), r
+    assert re.search(r"Process \d+ exited with status = 0", out), r

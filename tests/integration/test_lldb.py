@@ -60,3 +60,19 @@ def test_lldb_full_session(procs):
     assert re.search(r"Return value: \(int\) \$0 = 1", out), r
     assert re.search(r"Process \d+ exited with status = 9", out), r
     assert srv.wait_exit(10) is not None
+
+
+@pytest.mark.branchstub_only
+def test_lldb_signals_in_linux_numbering(procs):
+    """LLDB reads stop signals as Linux numbers (GDB's numbering would show SIGUSR1 as
+    SIGPWR), and the signals it passes back reach the program: 3 handler runs."""
+    sig = inferior("signals")
+    srv = procs.server(["--once", "{COMM}", sig])
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "c"], timeout=90)
+    assert re.search(r"stop reason = signal SIGUSR1", r.out), r
+    assert "SIGPWR" not in r.out, r
+    srv2 = procs.server(["--once", "{COMM}", sig])
+    r2 = lldb(["gdb-remote 127.0.0.1:%d" % srv2.port,
+               "process handle SIGUSR1 -s false -p true -n true", "c"], timeout=90)
+    assert len(re.findall(r"received signal: SIGUSR1", r2.out)) == 3, r2
+    assert re.search(r"exited with status = 3\b", r2.out), r2

@@ -33,8 +33,9 @@ TEST_CASE("qSupported negotiation", "[qsupported]") {
   CHECK(d.hwbreak);
   CHECK(d.vcont_supported);
   CHECK(d.xml_registers);
-  CHECK_FALSE(d.fork_events);  // the server does not list them
-  CHECK(d.exec_events);        // it does list these
+  CHECK(d.fork_events);
+  CHECK(d.vfork_events);
+  CHECK(d.exec_events);
   CHECK_FALSE(d.no_resumed);
   CHECK_FALSE(d.lldb);
   ClientFeatures c = parse_client_features(offer(kGdbOffer));
@@ -49,8 +50,8 @@ TEST_CASE("qSupported negotiation", "[qsupported]") {
   CHECK_FALSE(negotiate(offer("qSupported:xmlRegisters=arm;swbreak-")).swbreak);
 
   ServerFeatures s;
-  s.fork_events = true;
-  CHECK(negotiate(offer(kGdbOffer), s).fork_events);
+  s.fork_events = false;
+  CHECK_FALSE(negotiate(offer(kGdbOffer), s).fork_events);
 }
 
 TEST_CASE("qSupported reply", "[qsupported]") {
@@ -62,12 +63,16 @@ TEST_CASE("qSupported reply", "[qsupported]") {
                         "hwbreak+", "vContSupported+", "Qbtrace:bts+", "Qbtrace-conf:bts:size+", "Qbtrace:off+",
                         "qXfer:btrace:read+", "qXfer:btrace-conf:read+", "stepbranch+", "qXfer:exec-file:read+"})
     CHECK(has(r, f));
-  CHECK_FALSE(has(r, "fork-events+"));
+  CHECK(has(r, "fork-events+"));
+  CHECK(has(r, "vfork-events+"));
   CHECK_FALSE(has(r, "no-resumed+"));
+  CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
   CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "exec-events+"));
 
   Dialect lldb = negotiate(offer("qSupported:xmlRegisters=i386"));
+  lldb.lldb = true;
+  CHECK(has(format_qsupported(s, lldb), "native-signals+"));
   s.btrace = false;
   s.stepbranch = false;
   std::string r2 = format_qsupported(s, lldb);
