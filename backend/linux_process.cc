@@ -25,7 +25,22 @@ namespace backend {
 namespace {
 
 constexpr long kTraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEFORK |
-                               PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE;
+                               PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACESYSGOOD;
+
+// struct ptrace_syscall_info of <linux/ptrace.h> (which cannot be included next to glibc's
+// <sys/ptrace.h>); PTRACE_GET_SYSCALL_INFO fills it since Linux 5.3.
+struct SyscallInfo {
+  uint8_t op;
+  uint8_t pad[3];
+  uint32_t arch;
+  uint64_t instruction_pointer;
+  uint64_t stack_pointer;
+  union {
+    struct { uint64_t nr; uint64_t args[6]; } entry;
+    struct { int64_t rval; uint8_t is_error; } exit;
+  };
+};
+constexpr uint8_t kSyscallInfoEntry = 1, kSyscallInfoExit = 2;
 
 int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
 
@@ -299,7 +314,11 @@ void LinuxProcess::resume_thread(Thread& t, int signo) {
     t.step_into_handler = signo != 0 && signal_is_caught(pid_, signo);
     if (t.step_into_handler) t.signal_from = insn_before_pc(t, t.step_from).value_or(0);
   }
-  long request = block ? kPtraceSingleblock : single ? long{PTRACE_SINGLESTEP} : long{PTRACE_CONT};
+  // A plain continue stops at syscalls while the client catches them.
+  long request = block    ? kPtraceSingleblock
+                 : single ? long{PTRACE_SINGLESTEP}
+                 : catch_syscalls_ && t.mode == RunMode::Normal ? long{PTRACE_SYSCALL}
+                                                                : long{PTRACE_CONT};
   if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
                reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
     return;  // ESRCH: the thread is gone; its exit status will tell
@@ -418,6 +437,7 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   int sig = WSTOPSIG(status), event = status >> 16;
 
   if (sig == SIGTRAP && event != 0) return handle_ptrace_event(*t, event);
+  if (sig == (SIGTRAP | 0x80)) return handle_syscall_stop(*t);
 
   if (sig == SIGSTOP && t->sigstop_expected) {
     t->sigstop_expected = false;
@@ -1054,8 +1074,37 @@ void LinuxProcess::release_held_children(bool kill) {
 
 // ---------------------------------------------------------------- signals
 
-void LinuxProcess::set_catch_syscalls(bool, std::set<int>) {
-  // Not implemented yet (would need PTRACE_O_TRACESYSGOOD and PTRACE_SYSCALL resumes).
+void LinuxProcess::set_catch_syscalls(bool on, std::set<int> syscalls) {
+  catch_syscalls_ = on;
+  caught_syscalls_ = on ? std::move(syscalls) : std::set<int>{};
+}
+
+void LinuxProcess::handle_syscall_stop(Thread& t) {
+  // Entry or exit? The kernel says so since 5.3; before that, alternate (a step from an
+  // entry stop ends the syscall without an exit stop, so the toggle is only a fallback).
+  SyscallInfo info{};
+  long n = ::ptrace(PTRACE_GET_SYSCALL_INFO, t.tid, reinterpret_cast<void*>(sizeof info), &info);
+  bool entry = n > 0 ? info.op == kSyscallInfoEntry : !t.in_syscall;
+  bool known = n <= 0 || info.op == kSyscallInfoEntry || info.op == kSyscallInfoExit;
+  if (entry) {
+    if (n > 0) {
+      t.syscall_nr = static_cast<int>(info.entry.nr);
+    } else {
+      errno = 0;
+      long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
+      t.syscall_nr = errno ? -1 : static_cast<int>(nr);
+    }
+  }
+  t.in_syscall = entry;
+  int nr = t.syscall_nr;
+  bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
+  if (!wanted) {
+    if (!event_) resume_thread(t, 0);
+    return;
+  }
+  StopEvent ev = make_event(entry ? StopKind::SyscallEntry : StopKind::SyscallReturn, t.tid, SIGTRAP);
+  ev.syscall_no = nr;
+  report(t, ev);
 }
 
 Result<std::vector<uint8_t>> LinuxProcess::siginfo(pid_t tid) {

@@ -142,6 +142,9 @@ class LinuxProcess final : public Process {
     Branch last_branch;               // StepBranch: the newest taken branch
     uint64_t pass_client_at = 0;      // StepBranch: a client breakpoint to step over, not report
     bool singleblock = false;         // StepBranch with PTRACE_SINGLEBLOCK
+    // ---- syscall catching ----
+    bool in_syscall = false;          // between a syscall-entry stop and its exit stop
+    int syscall_nr = -1;              // the syscall of that entry stop
   };
 
   LinuxProcess(pid_t pid, bool attached);
@@ -154,6 +157,7 @@ class LinuxProcess final : public Process {
   void handle_stop(pid_t tid, int status);
   void handle_trap(Thread& t);
   void handle_ptrace_event(Thread& t, int event);
+  void handle_syscall_stop(Thread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
   void handle_step_done(Thread& t);
   // An int3 trap at addr whose breakpoint was removed before the trap was reported.
   bool vanished_breakpoint(uint64_t addr) const;
@@ -203,6 +207,8 @@ class LinuxProcess final : public Process {
   std::optional<StopEvent> ready_event_;    // a pending event taken at resume
   StopEvent last_stop_;
   std::set<int> pass_signals_, program_signals_;
+  bool catch_syscalls_ = false;      // continue with PTRACE_SYSCALL (QCatchSyscalls:1)
+  std::set<int> caught_syscalls_;    // empty: every syscall
   bool program_signals_set_ = false;
   RegisterLayout layout_;
   ProcMemory mem_;

@@ -74,8 +74,7 @@ constexpr Row kRows[] = {
     {"QEnvironmentReset+", always},
     {"QEnvironmentUnset+", always},
     {"QSetWorkingDir+", always},
-    // QCatchSyscalls+ is not listed: the backend does not report syscall stops yet, and GDB
-    // then says `catch syscall` is unsupported instead of never stopping.
+    {"QCatchSyscalls+", always},
     {"qXfer:libraries-svr4:read+", always},
     {"qXfer:auxv:read+", always},
     {"qXfer:siginfo:read+", always},

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -424,6 +425,107 @@ TEST_CASE("fork children run free without our breakpoints", "[process]") {
   REQUIRE(ev);
   CHECK(ev->kind == StopKind::Exited);
   CHECK(ev->exit_status == 3);
+}
+
+TEST_CASE("reported fork: the child is held clean, then detached", "[process][fork]") {
+  auto exe = inferior("forks");
+  uint64_t marker = symbol(exe, "marker");
+  auto p = launch_ok(options_for(exe));
+  p->set_pass_signals({SIGCHLD});
+  p->set_fork_reporting(true, true);
+  REQUIRE(p->insert_breakpoint(BreakpointKind::Software, marker, 1).ok());
+  REQUIRE(p->resume(continue_all()).ok());
+  auto ev = wait_stop(*p);
+  REQUIRE(ev);
+  REQUIRE(ev->kind == StopKind::Fork);
+  pid_t child = ev->child_pid;
+  CHECK(child > 0);
+  CHECK(p->held_children() == std::vector<pid_t>{child});
+  // The child's copy of marker() holds the original byte, not our int3.
+  ProcMemory child_mem(child);
+  uint8_t byte = 0, original = 0;
+  REQUIRE(child_mem.read(marker, {&byte, 1}).ok());
+  REQUIRE(p->read_memory(marker, {&original, 1}).ok());
+  CHECK(byte == original);
+  CHECK(byte != 0xcc);
+  REQUIRE(p->detach_child(child).ok());
+  CHECK(p->held_children().empty());
+  CHECK_FALSE(p->detach_child(child).ok());
+  REQUIRE(p->resume(continue_all()).ok());
+  ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Breakpoint);  // the parent's call, after the child exited 0
+  REQUIRE(p->resume(continue_all()).ok());
+  ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Exited);
+  CHECK(ev->exit_status == 3);
+}
+
+TEST_CASE("reported fork: following the child", "[process][fork]") {
+  auto exe = inferior("forks");
+  uint64_t marker = symbol(exe, "marker");
+  auto p = launch_ok(options_for(exe));
+  p->set_pass_signals({SIGCHLD});
+  p->set_fork_reporting(true, true);
+  REQUIRE(p->resume(continue_all()).ok());
+  auto ev = wait_stop(*p);
+  REQUIRE(ev);
+  REQUIRE(ev->kind == StopKind::Fork);
+  auto adopted = p->adopt_child(ev->child_pid);
+  REQUIRE(adopted.ok());
+  std::unique_ptr<Process> child = std::move(*adopted);
+  CHECK(child->pid() == ev->child_pid);
+  CHECK(child->threads() == std::vector<pid_t>{ev->child_pid});
+  REQUIRE(p->detach().ok());  // the parent runs on, untraced
+  REQUIRE(child->insert_breakpoint(BreakpointKind::Software, marker, 1).ok());
+  REQUIRE(child->resume(continue_all()).ok());
+  ev = wait_stop(*child);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Breakpoint);
+  CHECK(pc_of(*child, child->pid()) == marker);
+  REQUIRE(child->resume(continue_all()).ok());
+  ev = wait_stop(*child);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Exited);
+  CHECK(ev->exit_status == 0);
+  int status = 0;
+  CHECK(::waitpid(p->pid(), &status, 0) == p->pid());  // the detached parent: ours to reap
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+}
+
+TEST_CASE("syscall catching: entry and return of the caught ones only", "[process][syscalls]") {
+  LaunchOptions o;
+  o.argv = {"/bin/sh", "-c", "exit 4"};
+  o.startup_with_shell = false;
+  auto p = launch_ok(o);
+  p->set_catch_syscalls(true, {SYS_exit_group});
+  REQUIRE(p->resume(continue_all()).ok());
+  auto ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::SyscallEntry);
+  CHECK(ev->syscall_no == SYS_exit_group);
+  p->set_catch_syscalls(false, {});
+  REQUIRE(p->resume(continue_all()).ok());
+  ev = wait_stop(*p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Exited);
+  CHECK(ev->exit_status == 4);
+
+  auto q = launch_ok(o);
+  q->set_catch_syscalls(true, {});  // every syscall
+  REQUIRE(q->resume(continue_all()).ok());
+  ev = wait_stop(*q);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::SyscallEntry);
+  int first = ev->syscall_no;
+  REQUIRE(q->resume(continue_all()).ok());
+  ev = wait_stop(*q);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::SyscallReturn);
+  CHECK(ev->syscall_no == first);
+  REQUIRE(q->kill().ok());
 }
 
 TEST_CASE("libraries from the r_debug walk", "[process]") {

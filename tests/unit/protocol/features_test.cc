@@ -61,7 +61,7 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK(r.rfind("PacketSize=20000;", 0) == 0);
   for (const char* f : {"QPassSignals+", "QStartNoAckMode+", "qXfer:features:read+", "multiprocess+", "swbreak+",
                         "hwbreak+", "vContSupported+", "Qbtrace:bts+", "Qbtrace-conf:bts:size+", "Qbtrace:off+",
-                        "qXfer:btrace:read+", "qXfer:btrace-conf:read+", "stepbranch+", "qXfer:exec-file:read+"})
+                        "qXfer:btrace:read+", "qXfer:btrace-conf:read+", "stepbranch+", "qXfer:exec-file:read+", "QCatchSyscalls+"})
     CHECK(has(r, f));
   CHECK(has(r, "fork-events+"));
   CHECK(has(r, "vfork-events+"));
