@@ -214,6 +214,7 @@ void Server::accept_next() {
     boost::system::error_code ignored;
     auto peer = socket.remote_endpoint(ignored);
     log_.notice(fmt::format("Remote debugging from host {}, port {}", peer.address().to_string(), peer.port()));
+    interrupt_pending_ = false;  // a ^C of the previous client is not this one's
     session_ = std::make_unique<Session>(*this, make_tcp_transport(std::move(socket)));
     session_->start();
   });
@@ -275,6 +276,7 @@ void Server::watch_sigchld() {
 }
 
 void Server::resumed() {
+  if (interrupt_pending_ && process_ && process_->alive()) process_->interrupt();
   // A single step or a short run ends within microseconds: poll for it for a moment before
   // going back to the loop, which saves the signalfd wake-up on the path GDB waits on.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
@@ -312,7 +314,13 @@ void Server::request_exit() {
 }
 
 void Server::interrupt() {
-  if (process_ && process_->alive() && process_->running()) process_->interrupt();
+  if (!process_ || !process_->alive()) return;
+  // A ^C stands until a SIGINT stop is reported. GDB sends it when it believes the program
+  // runs, but the program may stop for something else first (a shared-library event GDB
+  // resumes at once): gdbserver's real SIGINT would then wait in the program and stop the
+  // next resume; ours waits here and does the same.
+  interrupt_pending_ = true;
+  if (process_->running()) process_->interrupt();
 }
 
 void Server::poll_inferior() {
@@ -326,6 +334,7 @@ void Server::poll_inferior() {
       else
         log_.notice(fmt::format("\nChild terminated with signal = {}", event->signo));
     }
+    if (gone || (event->kind == backend::StopKind::Signal && event->signo == SIGINT)) interrupt_pending_ = false;
     if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(*event);
     if (gone) break;
   }

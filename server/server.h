@@ -82,6 +82,7 @@ class Server {
   boost::asio::steady_timer exit_timer_;
   bool polling_ = false;
   bool exit_requested_ = false;
+  bool interrupt_pending_ = false;  // a ^C not yet answered by a SIGINT stop
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::LbrDevice> lbr_device_;

@@ -73,7 +73,7 @@ TEST_CASE("shell, randomization, btrace source, version and help") {
   CHECK(std::get<EarlyExit>(parse({":1"})).code != 0);  // no program, not --multi
 }
 
-TEST_CASE("--busy-poll: default, explicit, off, bad values") {
+TEST_CASE("busy-poll option: default, explicit, off, bad values") {
   auto d = parse({":1", "p"});
   REQUIRE(std::holds_alternative<ServerOptions>(d));
   CHECK(std::get<ServerOptions>(d).busy_poll_us == 200);
