@@ -67,6 +67,7 @@ class LinuxProcess final : public Process {
   Result<void> detach_child(pid_t child) override;
   Result<std::unique_ptr<Process>> adopt_child(pid_t child) override;
   void release_held_children(bool kill);  // on detach / kill of this process
+  void pause() override { stop_all_sync(); }
 
   Result<void> detach() override;
   Result<void> kill() override;

@@ -160,6 +160,9 @@ class Process {
   // Following a held child: it becomes a process of its own, stopped (the caller detaches
   // or kills this one).
   virtual Result<std::unique_ptr<Process>> adopt_child(pid_t child) = 0;
+  // Stops every running thread without reporting anything: what happens meanwhile stays
+  // pending for the next resume (all-stop across processes: another one stopped).
+  virtual void pause() = 0;
 
   // ---- branch tracing ----
   virtual BranchTracer& tracer() = 0;

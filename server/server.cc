@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace server {
@@ -76,8 +77,41 @@ backend::Result<void> Server::attach(pid_t pid) {
   return {};
 }
 
-void Server::replace_process(std::unique_ptr<backend::Process> p) {
-  process_ = std::move(p);
+std::vector<backend::Process*> Server::processes() {
+  std::vector<backend::Process*> out;
+  if (process_) out.push_back(process_.get());
+  for (auto& [pid, p] : followers_) out.push_back(p.get());
+  return out;
+}
+
+backend::Process* Server::process_for(pid_t pid) {
+  if (process_ && process_->pid() == pid) return process_.get();
+  auto it = followers_.find(pid);
+  return it == followers_.end() ? nullptr : it->second.get();
+}
+
+backend::Result<backend::Process*> Server::adopt_fork_child(pid_t child) {
+  for (auto* p : processes()) {
+    auto held = p->held_children();
+    if (std::find(held.begin(), held.end(), child) == held.end()) continue;
+    auto adopted = p->adopt_child(child);
+    if (!adopted) return adopted.error();
+    auto* raw = adopted->get();
+    followers_[child] = std::move(*adopted);
+    return raw;
+  }
+  return backend::Error{ESRCH, fmt::format("No fork child {} is held.", child)};
+}
+
+void Server::remove_process(pid_t pid) {
+  if (followers_.erase(pid)) return;
+  if (!process_ || process_->pid() != pid) return;
+  if (followers_.empty()) {
+    forget_process();
+    return;
+  }
+  process_ = std::move(followers_.begin()->second);
+  followers_.erase(followers_.begin());
   last_event_ = process_->last_stop();
 }
 
@@ -89,6 +123,12 @@ void Server::forget_process() {
 }
 
 void Server::shut_down_inferior() {
+  for (auto& [pid, p] : followers_) {
+    if (!p->alive()) continue;
+    if (p->was_attached()) (void)p->detach();
+    else (void)p->kill();
+  }
+  followers_.clear();
   if (!process_) return;
   if (process_->alive()) {
     if (process_->was_attached()) {
@@ -238,7 +278,8 @@ void Server::session_closed(Session* session) {
     finish(0);
     return;
   }
-  if (have_process && process_->running()) process_->interrupt();  // keep it stopped for the next client
+  for (auto* p : processes())
+    if (p->alive() && p->running()) p->interrupt();  // keep it stopped for the next client
   log_.notice("Remote side has terminated connection.  branchstub will reopen the connection.");
   log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
   accept_next();
@@ -275,14 +316,20 @@ void Server::watch_sigchld() {
   });
 }
 
+backend::Process* Server::running_process() {
+  for (auto* p : processes())
+    if (p->alive() && p->running()) return p;
+  return nullptr;
+}
+
 void Server::resumed() {
-  if (interrupt_pending_ && process_ && process_->alive()) process_->interrupt();
+  if (interrupt_pending_)
+    if (auto* p = running_process()) p->interrupt();
   // A single step or a short run ends within microseconds: poll for it for a moment before
   // going back to the loop, which saves the signalfd wake-up on the path GDB waits on.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
-  while (process_ && process_->alive() && process_->running() && std::chrono::steady_clock::now() < deadline)
-    poll_inferior();
-  if (process_ && process_->alive() && process_->running()) {
+  while (running_process() && std::chrono::steady_clock::now() < deadline) poll_inferior();
+  if (running_process()) {
     asio::post(io_, [this] { poll_inferior(); });
     arm_poll_timer();
   }
@@ -297,7 +344,7 @@ void Server::arm_poll_timer() {
     polling_ = false;
     if (ec) return;
     poll_inferior();
-    if (process_ && process_->alive() && process_->running()) arm_poll_timer();
+    if (running_process()) arm_poll_timer();
   });
 }
 
@@ -315,6 +362,11 @@ void Server::request_exit() {
 
 void Server::interrupt() {
   if (!process_ || !process_->alive()) return;
+  if (auto* p = running_process(); p && p != process_.get()) {
+    interrupt_pending_ = true;
+    p->interrupt();
+    return;
+  }
   // A ^C stands until a SIGINT stop is reported. GDB sends it when it believes the program
   // runs, but the program may stop for something else first (a shared-library event GDB
   // resumes at once): gdbserver's real SIGINT would then wait in the program and stop the
@@ -324,24 +376,35 @@ void Server::interrupt() {
 }
 
 void Server::poll_inferior() {
-  if (!process_) return;
-  while (auto event = process_->poll_events()) {
-    last_event_ = *event;
-    bool gone = event->kind == backend::StopKind::Exited || event->kind == backend::StopKind::Killed;
-    if (gone) {
-      if (event->kind == backend::StopKind::Exited)
-        log_.notice(fmt::format("\nChild exited with status {}", event->exit_status));
-      else
-        log_.notice(fmt::format("\nChild terminated with signal = {}", event->signo));
+  for (auto* p : processes()) {
+    if (auto event = p->poll_events()) {
+      on_process_event(p, *event);
+      break;  // the process list may have changed
     }
-    if (gone || (event->kind == backend::StopKind::Signal && event->signo == SIGINT)) interrupt_pending_ = false;
-    if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(*event);
-    if (gone) break;
   }
-  if (process_ && process_->alive() && process_->running()) {
-    if (process_->wants_poll()) asio::post(io_, [this] { poll_inferior(); });
-    arm_poll_timer();
+  bool wants = false;
+  for (auto* p : processes()) wants = wants || (p->alive() && p->running() && p->wants_poll());
+  if (wants) asio::post(io_, [this] { poll_inferior(); });
+  if (running_process()) arm_poll_timer();
+}
+
+void Server::on_process_event(backend::Process* p, const backend::StopEvent& event) {
+  last_event_ = event;
+  bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
+  if (gone) {
+    if (event.kind == backend::StopKind::Exited)
+      log_.notice(fmt::format("\nChild exited with status {}", event.exit_status));
+    else
+      log_.notice(fmt::format("\nChild terminated with signal = {}", event.signo));
   }
+  // All-stop across processes: the others stop too (their own events wait for later).
+  for (auto* other : processes())
+    if (other != p && other->alive() && other->running()) other->pause();
+  if (gone || (event.kind == backend::StopKind::Signal && event.signo == SIGINT)) interrupt_pending_ = false;
+  if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(event);
+  // A follower that ended is forgotten; the primary stays (dead) unless a follower can take
+  // its place, so a single-process session goes on exactly as before.
+  if (gone && !followers_.empty()) remove_process(event.pid);
 }
 
 }  // namespace server

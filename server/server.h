@@ -5,6 +5,7 @@
 #include <utility>  // Boost 1.74 asio needs std::exchange declared first in C++20
 #include <boost/asio.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -31,10 +32,19 @@ class Server {
 
   // ---- the debugged process ----
   backend::Process* process() { return process_.get(); }
+  // Fork children the client debugs beside the main process (GDB's detach-on-fork off, or a
+  // vfork child followed while its parent waits for it). Primary first.
+  std::vector<backend::Process*> processes();
+  backend::Process* process_for(pid_t pid);
+  bool is_follower(pid_t pid) const { return followers_.count(pid) != 0; }
+  // A held fork child of one of our processes becomes a process of its own.
+  backend::Result<backend::Process*> adopt_fork_child(pid_t child);
+  // After a process was detached, killed or has exited: forget it; when it was the primary,
+  // a follower takes its place.
+  void remove_process(pid_t pid);
   backend::Result<void> launch(std::vector<std::string> argv);
   backend::Result<void> attach(pid_t pid);
   void forget_process();                           // after kill/detach/exit
-  void replace_process(std::unique_ptr<backend::Process> p);  // following a fork child
   // A program we launched and then detached from is still our child: reap it when it exits.
   void reap_later(pid_t pid) { orphans_.insert(pid); }
   backend::LaunchOptions& launch_settings() { return launch_settings_; }
@@ -64,6 +74,8 @@ class Server {
   void start_stdio();
   void watch_sigchld();
   void poll_inferior();
+  void on_process_event(backend::Process* p, const backend::StopEvent& event);
+  backend::Process* running_process();  // a live running one, primary first; null if none
   void arm_poll_timer();
   void shut_down_inferior();  // kill if launched, detach if attached
   void finish(int code);
@@ -74,6 +86,7 @@ class Server {
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<backend::Process> process_;
+  std::map<pid_t, std::unique_ptr<backend::Process>> followers_;
   backend::LaunchOptions launch_settings_;
   std::optional<backend::StopEvent> last_event_;
   int sigchld_fd_ = -1;

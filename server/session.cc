@@ -31,7 +31,8 @@ void Session::close() {
 }
 
 backend::Process* Session::process() {
-  auto* p = server_.process();
+  backend::Process* p = selected_pid_ ? server_.process_for(selected_pid_) : nullptr;
+  if (!p || !p->alive()) p = server_.process();
   return p && p->alive() ? p : nullptr;
 }
 
@@ -149,7 +150,12 @@ void Session::on_stop(const backend::StopEvent& event) {
   Waiting why = waiting_;
   waiting_ = Waiting::Nothing;
   bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
-  if (!gone) general_thread_ = event.tid;  // a stop reply implicitly selects its thread (Hg)
+  if (!gone) {
+    general_thread_ = event.tid;  // a stop reply implicitly selects its thread (Hg)
+    selected_pid_ = event.pid;
+  } else {
+    selected_pid_ = 0;
+  }
   if (why == Waiting::MonitorStepBranch) {
     send_console(monitor_stepbranch_text(*this, event));
     send(protocol::ok());

@@ -59,10 +59,9 @@ class Session {
   pid_t general_thread() const;   // resolves "any" to a live thread; 0 if no process
   void set_general_thread(pid_t tid) { general_thread_ = tid; }
   void set_continue_thread(pid_t tid) { continue_thread_ = tid; }
-  // A held fork child named by Hg p<child>.<tid> (GDB and LLDB do that to take breakpoints
-  // out of it before detaching it); 0 when the requests are for the process itself.
-  void select_fork_child(pid_t child) { fork_child_ = child; }
-  pid_t fork_child() const { return fork_child_; }
+  // The process that Hg p<pid>.<tid> last named (a fork child the client debugs beside the
+  // main process); 0 for the main process. process() is that process.
+  void select_process(pid_t pid) { selected_pid_ = pid; }
   pid_t continue_thread() const { return continue_thread_; }
   // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
   pid_t thread_for(std::optional<int> suffix) const;
@@ -100,7 +99,7 @@ class Session {
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;
-  pid_t fork_child_ = 0;
+  pid_t selected_pid_ = 0;
   std::string last_sent_;   // for '-' retransmission in ack mode
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;

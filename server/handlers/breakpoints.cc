@@ -1,5 +1,6 @@
 // Z0-Z4 / z0-z4: software and hardware breakpoints, write/read/access watchpoints.
 #include "server/handlers/handlers.h"
+#include "server/server.h"
 
 namespace server {
 
@@ -26,7 +27,6 @@ uint64_t length_of(BreakpointType type, uint64_t kind) {
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (s.fork_child()) return error_text("Breakpoints in a fork child that is not followed are not supported.");
   if (auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r)
     return error_reply(s, r.error());
   return ok();
@@ -35,9 +35,12 @@ Reply handle(Session& s, const InsertBreakpoint& z) {
 Reply handle(Session& s, const RemoveBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (s.fork_child()) return ok();  // already out of the child: taken out when it was forked
-  if (auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r)
+  if (auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r) {
+    // A fork child's copies of the parent's int3s were taken out when it was forked; the
+    // client removing them from the child finds them gone already.
+    if (z.type == BreakpointType::Software && s.server().is_follower(p->pid())) return ok();
     return error_reply(s, r.error());
+  }
   return ok();
 }
 

@@ -23,17 +23,21 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
   return out;
 }
 
-Reply start_resume(Session& s, backend::Process& p, const backend::ResumePlan& plan) {
-  if (plan.threads.empty() && !plan.others) return error(1);
-  s.select_fork_child(0);
-  // One process at a time: a fork child the client neither detached nor followed (GDB's
-  // detach-on-fork off) is let go rather than left stopped for ever.
-  for (pid_t child : p.held_children()) {
-    s.server().log().notice(fmt::format("Fork child {} is not debugged (one process at a time): it runs on.", child));
-    (void)p.detach_child(child);
+using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
+
+Reply start_resume(Session& s, const Plans& plans) {
+  if (plans.empty()) return error(1);
+  for (auto* p : s.server().processes()) {
+    // A fork child the client neither detached nor named (so never took on) is let go
+    // rather than left stopped for ever.
+    for (pid_t child : p->held_children()) {
+      s.server().log().notice(fmt::format("Fork child {} is not debugged: it runs on.", child));
+      (void)p->detach_child(child);
+    }
+    p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
   }
-  p.set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
-  if (auto r = p.resume(plan); !r) return error_reply(s, r.error());
+  for (const auto& [p, plan] : plans)
+    if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
   s.expect_stop();
   s.server().resumed();
   return std::nullopt;  // the stop reply follows when the process stops
@@ -44,18 +48,23 @@ Reply start_resume(Session& s, backend::Process& p, const backend::ResumePlan& p
 Reply handle(Session&, const VContQuery&) { return std::string("vCont;c;C;t;s;S;r"); }
 
 Reply handle(Session& s, const VCont& v) {
-  auto* p = s.process();
-  if (!p) return error(1);
-  backend::ResumePlan plan;
-  // The leftmost action that matches a thread applies to it.
-  for (const auto& action : v.actions) {
-    if (action.thread && action.thread->tid > 0) {
-      if (p->has_thread(action.thread->tid)) plan.threads.try_emplace(action.thread->tid, to_backend(s, action));
-    } else if (!plan.others) {
-      plan.others = to_backend(s, action);
+  if (!s.process()) return error(1);
+  Plans plans;
+  for (auto* p : s.server().processes()) {
+    if (!p->alive()) continue;
+    backend::ResumePlan plan;
+    // The leftmost action that matches a thread applies to it; p<pid>.<tid> names a process.
+    for (const auto& action : v.actions) {
+      if (action.thread && action.thread->pid && *action.thread->pid > 0 && *action.thread->pid != p->pid()) continue;
+      if (action.thread && action.thread->tid > 0) {
+        if (p->has_thread(action.thread->tid)) plan.threads.try_emplace(action.thread->tid, to_backend(s, action));
+      } else if (!plan.others) {
+        plan.others = to_backend(s, action);
+      }
     }
+    if (!plan.threads.empty() || plan.others) plans.emplace_back(p, std::move(plan));
   }
-  return start_resume(s, *p, plan);
+  return start_resume(s, plans);
 }
 
 Reply handle(Session& s, const LegacyResume& r) {
@@ -71,7 +80,7 @@ Reply handle(Session& s, const LegacyResume& r) {
   backend::ResumePlan plan;
   if (r.action.kind == protocol::ResumeKind::Step) plan.threads[tid] = to_backend(s, r.action);
   else plan.others = to_backend(s, r.action);
-  return start_resume(s, *p, plan);
+  return start_resume(s, Plans{{p, plan}});
 }
 
 Reply handle(Session& s, const VCtrlC&) {
@@ -90,48 +99,59 @@ Reply handle(Session& s, const StepBranch& b) {
 }
 
 Reply handle(Session& s, const Kill& k) {
-  auto* p = s.process();
-  int pid = p ? p->pid() : 0;
-  if (p) (void)p->kill();
-  s.server().forget_process();
-  if (!k.pid) {  // plain 'k': LLDB waits for the exit status, GDB ignores it
-    std::string reply = "X09";
-    if (s.dialect().multiprocess && pid) reply += ";process:" + fmt::format("{:x}", pid);
-    return reply;
+  auto& server = s.server();
+  if (k.pid) {  // vKill;pid: that process
+    auto* p = server.process_for(*k.pid);
+    if (!p) p = s.process();
+    if (p) {
+      pid_t pid = p->pid();
+      (void)p->kill();
+      server.remove_process(pid);
+    }
+    s.select_process(0);
+    return ok();
   }
-  return ok();
+  // plain 'k': everything. LLDB waits for the exit status, GDB ignores it.
+  auto* main = s.process();
+  int pid = main ? main->pid() : 0;
+  std::vector<pid_t> pids;
+  for (auto* p : server.processes()) {
+    if (p->alive()) (void)p->kill();
+    pids.push_back(p->pid());
+  }
+  for (auto it = pids.rbegin(); it != pids.rend(); ++it) server.remove_process(*it);  // followers first
+  server.forget_process();
+  s.select_process(0);
+  std::string reply = "X09";
+  if (s.dialect().multiprocess && pid) reply += ";process:" + fmt::format("{:x}", pid);
+  return reply;
 }
 
 Reply handle(Session& s, const Detach& d) {
-  auto* p = s.process();
-  if (!p) return error(1);
-  auto held = p->held_children();
-  if (d.pid && *d.pid != p->pid()) {
-    // The fork child, after a fork stop (follow-fork-mode parent, detach-on-fork on).
-    if (std::find(held.begin(), held.end(), *d.pid) == held.end()) return error(1);
-    s.server().log().notice(fmt::format("Detaching from process {}", *d.pid));
-    if (auto r = p->detach_child(*d.pid); !r) return error_reply(s, r.error());
-    if (s.fork_child() == *d.pid) s.select_fork_child(0);
-    return ok();
+  auto& server = s.server();
+  backend::Process* target = d.pid ? server.process_for(*d.pid) : s.process();
+  if (!target && d.pid) {
+    // A held fork child the client never named: after a fork stop with detach-on-fork on.
+    for (auto* p : server.processes()) {
+      auto held = p->held_children();
+      if (std::find(held.begin(), held.end(), *d.pid) == held.end()) continue;
+      server.log().notice(fmt::format("Detaching from process {}", *d.pid));
+      if (auto r = p->detach_child(*d.pid); !r) return error_reply(s, r.error());
+      return ok();
+    }
+    return error(1);
   }
-  // Detaching the parent while a fork child is held: the client follows the child.
-  std::unique_ptr<backend::Process> child;
-  if (!held.empty()) {
-    pid_t follow = s.fork_child() ? s.fork_child() : held.front();
-    auto adopted = p->adopt_child(follow);
-    if (!adopted) return error_reply(s, adopted.error());
-    child = std::move(*adopted);
-  }
-  s.server().log().notice(fmt::format("Detaching from process {}", p->pid()));
-  if (auto r = p->detach(); !r) return error_reply(s, r.error());
-  if (!p->was_attached()) s.server().reap_later(p->pid());
-  s.select_fork_child(0);
-  if (child) {
-    s.set_general_thread(child->pid());
-    s.server().replace_process(std::move(child));
-  } else {
-    s.server().forget_process();
-  }
+  if (!target || !target->alive()) return error(1);
+  // Detaching a process while a fork child of it is held: the client follows the child
+  // (follow-fork-mode child), which becomes a process of ours.
+  for (pid_t child : target->held_children()) (void)server.adopt_fork_child(child);
+  pid_t pid = target->pid();
+  server.log().notice(fmt::format("Detaching from process {}", pid));
+  if (auto r = target->detach(); !r) return error_reply(s, r.error());
+  if (!target->was_attached()) server.reap_later(pid);
+  server.remove_process(pid);  // a follower takes the main process's place
+  s.select_process(0);
+  if (auto* p = server.process(); p && p->alive()) s.set_general_thread(p->pid());
   return ok();
 }
 

@@ -62,13 +62,23 @@ Reply handle(Session& s, const QueryHaltReason&) {
 Reply handle(Session& s, const SetThread& h) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (h.thread.pid && *h.thread.pid > 0 && *h.thread.pid != p->pid()) {
-    auto held = p->held_children();
-    if (h.op != 'g' || std::find(held.begin(), held.end(), *h.thread.pid) == held.end()) return error(1);
-    s.select_fork_child(*h.thread.pid);
-    return ok();
+  if (h.thread.pid && *h.thread.pid > 0) {
+    // Another process: one we debug already, or a held fork child that becomes one (GDB and
+    // LLDB name the child to take breakpoints out of it, or to debug it).
+    backend::Process* target = s.server().process_for(*h.thread.pid);
+    if (!target) {
+      auto adopted = s.server().adopt_fork_child(*h.thread.pid);
+      if (!adopted) return error(1);
+      target = *adopted;
+    }
+    if (!target->alive()) return error(1);
+    if (h.op == 'g') s.select_process(*h.thread.pid);
+    p = target;
+  } else if (h.op == 'g' && !h.thread.pid) {
+    s.select_process(0);
+    p = s.process();
+    if (!p) return error(1);
   }
-  s.select_fork_child(0);
   pid_t tid = h.thread.tid;
   if (tid > 0 && !p->has_thread(tid)) return error(1);
   if (h.op == 'g') s.set_general_thread(tid);
@@ -88,14 +98,16 @@ Reply handle(Session& s, const ThreadAlive& t) {
 }
 
 Reply handle(Session& s, const ThreadInfoFirst&) {
-  auto* p = s.process();
-  if (!p) return std::string("l");
+  if (!s.process()) return std::string("l");
   std::string reply = "m";
   bool first = true;
-  for (pid_t tid : p->threads()) {
-    if (!first) reply += ",";
-    reply += format_thread_id(p->pid(), tid, s.dialect().multiprocess);
-    first = false;
+  for (auto* p : s.server().processes()) {
+    if (!p->alive()) continue;
+    for (pid_t tid : p->threads()) {
+      if (!first) reply += ",";
+      reply += format_thread_id(p->pid(), tid, s.dialect().multiprocess);
+      first = false;
+    }
   }
   return reply;
 }

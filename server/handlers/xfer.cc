@@ -16,9 +16,12 @@ std::string target_description(backend::Process& p) {
   return target_xml(specs);
 }
 
-std::string threads_document(Session& s, backend::Process& p) {
+std::string threads_document(Session& s) {
   std::vector<ThreadEntry> threads;
-  for (pid_t tid : p.threads()) threads.push_back(ThreadEntry{p.pid(), tid, p.thread_core(tid), p.thread_name(tid)});
+  for (auto* p : s.server().processes()) {
+    if (!p->alive()) continue;
+    for (pid_t tid : p->threads()) threads.push_back(ThreadEntry{p->pid(), tid, p->thread_core(tid), p->thread_name(tid)});
+  }
   return threads_xml(threads, s.dialect().multiprocess);
 }
 
@@ -48,7 +51,7 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
     if (!path) { error_out = error_reply(s, path.error()); return std::nullopt; }
     return *path;
   }
-  if (x.object == "threads") return threads_document(s, *p);
+  if (x.object == "threads") return threads_document(s);
   if (x.object == "libraries-svr4") {
     uint64_t main_lm = 0;
     auto libs = p->libraries(&main_lm);

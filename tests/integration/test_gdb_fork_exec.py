@@ -100,3 +100,32 @@ def test_lldb_fork_child_detached(procs):
     out = r.out
     assert re.search(r"stop reason = breakpoint 1\.1\n +frame #0: 0x[0-9a-f]+ forker`after_fork", out), r
     assert re.search(r"Process \d+ exited with status = 0", out), r
+
+
+def test_vfork_follow_child_until_exec(procs):
+    """The vfork parent waits, held, while GDB debugs the child; after the child's exec GDB
+    lets the parent go."""
+    srv = procs.server(["--once", "{COMM}", FORKER, "vfork"])
+    r = gdb_remote(srv, ["set follow-fork-mode child", "catch exec", "continue", "info inferiors",
+                         "continue"], prog=FORKER)
+    out = r.out
+    assert re.search(r"\[Attaching after Thread \d+\.\d+ vfork to child Thread \d+\.\d+\]", out), r
+    assert re.search(r"\[Detaching vfork parent process \d+ after child exec\]", out), r
+    assert re.search(r"hit Catchpoint 1 \(exec'd /usr/bin/true\)", out), r
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited normally\]", out), r
+
+
+def test_detach_on_fork_off_debugs_parent_and_child(procs):
+    """Two processes at once, all-stop: the child stops at its breakpoint, runs to its exit,
+    then the parent (stopped meanwhile) goes on to its own breakpoint and exit."""
+    srv = procs.server(["--once", "{COMM}", FORKER, "work"])
+    r = gdb_remote(srv, ["set detach-on-fork off", "set schedule-multiple on", "break in_child",
+                         "break after_fork", "continue", "next", "print child_value", "continue",
+                         "inferior 1", "continue", "continue"], prog=FORKER, timeout=90)
+    out = r.out
+    assert re.search(r"\[New inferior 2 \(process \d+\)\]", out), r
+    assert re.search(r"Thread 2\.1 \"forker\" hit Breakpoint 1\.2, in_child \(\)", out), r
+    assert "$1 = 42" in out, r
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited with code 05\]", out), r
+    assert re.search(r"Thread 1\.1 \"forker\" hit Breakpoint 2\.1, after_fork \(\)", out), r
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited with code 05\]", out), r
