@@ -60,21 +60,26 @@ backend::Result<void> Server::launch(std::vector<std::string> argv) {
   launch.argv = std::move(argv);
   auto process = backend::Process::launch(launch);
   if (!process) return process.error();
-  process_ = std::move(*process);
-  process_->set_trace_source(btrace_source());
-  last_event_ = process_->last_stop();
-  log_.notice(fmt::format("Process {} created; pid = {}", launch.argv.front(), process_->pid()));
+  pid_t pid = (*process)->pid();
+  add_process(std::move(*process));
+  log_.notice(fmt::format("Process {} created; pid = {}", launch.argv.front(), pid));
   return {};
 }
 
 backend::Result<void> Server::attach(pid_t pid) {
   auto process = backend::Process::attach(pid);
   if (!process) return process.error();
-  process_ = std::move(*process);
-  process_->set_trace_source(btrace_source());
-  last_event_ = process_->last_stop();
+  add_process(std::move(*process));
   log_.notice(fmt::format("Attached; pid = {}", pid));
   return {};
+}
+
+void Server::add_process(std::unique_ptr<backend::Process> p) {
+  p->set_trace_source(btrace_source());
+  last_event_ = p->last_stop();
+  // A second inferior of an extended-remote session goes beside the first one.
+  if (process_ && process_->alive()) followers_[p->pid()] = std::move(p);
+  else process_ = std::move(p);
 }
 
 std::vector<backend::Process*> Server::processes() {

@@ -44,6 +44,8 @@ class Server {
   void remove_process(pid_t pid);
   backend::Result<void> launch(std::vector<std::string> argv);
   backend::Result<void> attach(pid_t pid);
+  // The new process is the main one, or a follower when a main process is alive.
+  void add_process(std::unique_ptr<backend::Process> p);
   void forget_process();                           // after kill/detach/exit
   // A program we launched and then detached from is still our child: reap it when it exits.
   void reap_later(pid_t pid) { orphans_.insert(pid); }

@@ -43,6 +43,27 @@ Reply start_resume(Session& s, const Plans& plans) {
   return std::nullopt;  // the stop reply follows when the process stops
 }
 
+void kill_everything(Session& s) {
+  auto& server = s.server();
+  std::vector<pid_t> pids;
+  for (auto* p : server.processes()) {
+    if (p->alive()) (void)p->kill();
+    pids.push_back(p->pid());
+  }
+  for (auto it = pids.rbegin(); it != pids.rend(); ++it) server.remove_process(*it);  // followers first
+  server.forget_process();
+  s.select_process(0);
+}
+
+// The stop a new process (vRun, vAttach) starts in, with that process selected.
+Reply reply_for_new_process(Session& s) {
+  auto* p = s.server().process_for(s.server().last_event()->pid);
+  if (!p) return error(1);
+  s.select_process(p->pid());
+  if (p->alive()) s.set_general_thread(p->last_stop().tid);
+  return s.stop_reply_for(p->last_stop());
+}
+
 }  // namespace
 
 Reply handle(Session&, const VContQuery&) { return std::string("vCont;c;C;t;s;S;r"); }
@@ -114,14 +135,7 @@ Reply handle(Session& s, const Kill& k) {
   // plain 'k': everything. LLDB waits for the exit status, GDB ignores it.
   auto* main = s.process();
   int pid = main ? main->pid() : 0;
-  std::vector<pid_t> pids;
-  for (auto* p : server.processes()) {
-    if (p->alive()) (void)p->kill();
-    pids.push_back(p->pid());
-  }
-  for (auto it = pids.rbegin(); it != pids.rend(); ++it) server.remove_process(*it);  // followers first
-  server.forget_process();
-  s.select_process(0);
+  kill_everything(s);
   std::string reply = "X09";
   if (s.dialect().multiprocess && pid) reply += ";process:" + fmt::format("{:x}", pid);
   return reply;
@@ -164,22 +178,20 @@ Reply handle(Session& s, const VRun& r) {
     if (argv.empty()) argv = program;
     else argv.front() = program.front();
   }
-  if (auto* p = s.process()) (void)p->kill();
-  s.server().forget_process();
+  // A client that can name processes (multiprocess) runs a second inferior beside the first
+  // and kills what it wants with vKill; for any other, the new run replaces the old one.
+  if (!s.dialect().multiprocess) kill_everything(s);
+  if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
   if (auto launched = s.server().launch(argv); !launched) return error_text(launched.error().message);
-  auto* p = s.server().process();
-  if (!p->alive()) return s.stop_reply_for(p->last_stop());
-  s.set_general_thread(p->last_stop().tid);
-  return s.stop_reply_for(p->last_stop());
+  return reply_for_new_process(s);
 }
 
 Reply handle(Session& s, const VAttach& a) {
-  if (s.process()) return error_text("Already debugging a process.");
-  s.server().forget_process();
+  if (s.process() && !s.dialect().multiprocess) return error_text("Already debugging a process.");
+  if (s.server().process_for(a.pid)) return error_text("Already debugging that process.");
+  if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
   if (auto r = s.server().attach(a.pid); !r) return error_text(r.error().message);
-  auto* p = s.server().process();
-  s.set_general_thread(p->last_stop().tid);
-  return s.stop_reply_for(p->last_stop());
+  return reply_for_new_process(s);
 }
 
 }  // namespace server

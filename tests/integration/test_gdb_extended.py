@@ -34,3 +34,22 @@ def test_run_twice_attach_detach_kill(procs, heartbeat):
                     prog=BASIC, extended=True)
     assert "exited with code 07" in r2.out, r2
     assert srv.wait_exit(10) is not None, "server still running after `monitor exit`"
+
+
+def test_two_inferiors_at_once(procs):
+    """add-inferior + run: a second process beside the first; each runs to its own end."""
+    forker = inferior("forker")
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + BASIC, "file " + BASIC, "break compute", "run",
+        "add-inferior", "inferior 2", "set remote exec-file " + forker, "file " + forker,
+        "break after_fork", "run", "info inferiors", "continue",
+        "inferior 1", "delete 1", "continue", "monitor exit"], extended=True, timeout=90)
+    out = r.out
+    assert re.search(r"Breakpoint 1, compute \(x=0\)", out), r
+    assert re.search(r"Thread 2\.1 \"forker\" hit Breakpoint 2, after_fork \(\)", out), r
+    assert re.search(r"^  1 +process \d+ .*basic", out, re.M), r
+    assert re.search(r"^\* 2 +process \d+ .*forker", out, re.M), r
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited normally\]", out), r
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited with code 07\]", out), r
+    assert srv.wait_exit(10) is not None
