@@ -410,21 +410,29 @@ TEST_CASE("attach and detach leave the program running", "[process]") {
   CHECK(missing.error().code == ESRCH);
 }
 
+namespace {
+// The forks program, its breakpoint on marker() in place, after the fork: the parent's own
+// marker() call (after its child exited 0), then its exit with 3.
+void finish_forks_parent(Process& p) {
+  REQUIRE(p.resume(continue_all()).ok());
+  auto ev = wait_stop(p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Breakpoint);
+  REQUIRE(p.resume(continue_all()).ok());
+  ev = wait_stop(p);
+  REQUIRE(ev);
+  CHECK(ev->kind == StopKind::Exited);
+  CHECK(ev->exit_status == 3);
+}
+}  // namespace
+
 TEST_CASE("fork children run free without our breakpoints", "[process]") {
   auto exe = inferior("forks");
   uint64_t marker = symbol(exe, "marker");
   auto p = launch_ok(options_for(exe));
   p->set_pass_signals({SIGCHLD});  // as GDB does: SIGCHLD is nostop/pass
   REQUIRE(p->insert_breakpoint(BreakpointKind::Software, marker, 1).ok());
-  REQUIRE(p->resume(continue_all()).ok());
-  auto ev = wait_stop(*p);
-  REQUIRE(ev);
-  CHECK(ev->kind == StopKind::Breakpoint);  // the parent's call, after the child exited 0
-  REQUIRE(p->resume(continue_all()).ok());
-  ev = wait_stop(*p);
-  REQUIRE(ev);
-  CHECK(ev->kind == StopKind::Exited);
-  CHECK(ev->exit_status == 3);
+  finish_forks_parent(*p);
 }
 
 TEST_CASE("reported fork: the child is held clean, then detached", "[process][fork]") {
@@ -451,15 +459,7 @@ TEST_CASE("reported fork: the child is held clean, then detached", "[process][fo
   REQUIRE(p->detach_child(child).ok());
   CHECK(p->held_children().empty());
   CHECK_FALSE(p->detach_child(child).ok());
-  REQUIRE(p->resume(continue_all()).ok());
-  ev = wait_stop(*p);
-  REQUIRE(ev);
-  CHECK(ev->kind == StopKind::Breakpoint);  // the parent's call, after the child exited 0
-  REQUIRE(p->resume(continue_all()).ok());
-  ev = wait_stop(*p);
-  REQUIRE(ev);
-  CHECK(ev->kind == StopKind::Exited);
-  CHECK(ev->exit_status == 3);
+  finish_forks_parent(*p);
 }
 
 TEST_CASE("reported fork: following the child", "[process][fork]") {
