@@ -212,4 +212,6 @@ Result<pid_t> launch_traced(const LaunchOptions& options) {
   }
 }
 
+bool reap_if_exited(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; }
+
 }  // namespace backend

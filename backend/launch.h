@@ -25,4 +25,8 @@ std::string resolve_program(const std::string& program);
 // start ("During startup program exited with code 127.").
 Result<pid_t> launch_traced(const LaunchOptions& options);
 
+// A program we launched and no longer trace (detached) is still our child: true once it has
+// exited and its status is collected (or it is not ours to wait for).
+bool reap_if_exited(pid_t pid);
+
 }  // namespace backend

@@ -1,9 +1,10 @@
 #include "server/server.h"
 
+#include "backend/launch.h"
+
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,7 +56,7 @@ backend::TraceSource Server::btrace_source() const {
   return backend::TraceSource::Auto;
 }
 
-backend::Result<void> Server::launch(std::vector<std::string> argv) {
+backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   backend::LaunchOptions launch = launch_settings_;
   launch.argv = std::move(argv);
   auto process = backend::Process::launch(launch);
@@ -63,15 +64,15 @@ backend::Result<void> Server::launch(std::vector<std::string> argv) {
   pid_t pid = (*process)->pid();
   add_process(std::move(*process));
   log_.notice(fmt::format("Process {} created; pid = {}", launch.argv.front(), pid));
-  return {};
+  return pid;
 }
 
-backend::Result<void> Server::attach(pid_t pid) {
+backend::Result<pid_t> Server::attach(pid_t pid) {
   auto process = backend::Process::attach(pid);
   if (!process) return process.error();
   add_process(std::move(*process));
   log_.notice(fmt::format("Attached; pid = {}", pid));
-  return {};
+  return pid;
 }
 
 void Server::add_process(std::unique_ptr<backend::Process> p) {
@@ -308,7 +309,7 @@ void Server::watch_sigchld() {
       for (size_t i = 0; i < static_cast<size_t>(n) / sizeof info[0]; ++i)
         if (info[i].ssi_signo != SIGCHLD) terminate = true;
     for (auto it = orphans_.begin(); it != orphans_.end();)
-      it = ::waitpid(*it, nullptr, WNOHANG) != 0 ? orphans_.erase(it) : std::next(it);
+      it = backend::reap_if_exited(*it) ? orphans_.erase(it) : std::next(it);
     poll_inferior();
     if (terminate) {
       log_.notice("Terminated: killing the launched program or detaching from the attached one.");
@@ -367,17 +368,13 @@ void Server::request_exit() {
 
 void Server::interrupt() {
   if (!process_ || !process_->alive()) return;
-  if (auto* p = running_process(); p && p != process_.get()) {
-    interrupt_pending_ = true;
-    p->interrupt();
-    return;
-  }
   // A ^C stands until a SIGINT stop is reported. GDB sends it when it believes the program
   // runs, but the program may stop for something else first (a shared-library event GDB
   // resumes at once): gdbserver's real SIGINT would then wait in the program and stop the
-  // next resume; ours waits here and does the same.
+  // next resume; ours waits here and does the same. One running process is enough to stop:
+  // the others are paused when its stop comes.
   interrupt_pending_ = true;
-  if (process_->running()) process_->interrupt();
+  if (auto* p = running_process()) p->interrupt();
 }
 
 void Server::poll_inferior() {

@@ -42,8 +42,8 @@ class Server {
   // After a process was detached, killed or has exited: forget it; when it was the primary,
   // a follower takes its place.
   void remove_process(pid_t pid);
-  backend::Result<void> launch(std::vector<std::string> argv);
-  backend::Result<void> attach(pid_t pid);
+  backend::Result<pid_t> launch(std::vector<std::string> argv);  // the new process's pid
+  backend::Result<pid_t> attach(pid_t pid);
   // The new process is the main one, or a follower when a main process is alive.
   void add_process(std::unique_ptr<backend::Process> p);
   void forget_process();                           // after kill/detach/exit

@@ -56,8 +56,8 @@ void kill_everything(Session& s) {
 }
 
 // The stop a new process (vRun, vAttach) starts in, with that process selected.
-Reply reply_for_new_process(Session& s) {
-  auto* p = s.server().process_for(s.server().last_event()->pid);
+Reply reply_for_new_process(Session& s, pid_t pid) {
+  auto* p = s.server().process_for(pid);
   if (!p) return error(1);
   s.select_process(p->pid());
   if (p->alive()) s.set_general_thread(p->last_stop().tid);
@@ -182,8 +182,9 @@ Reply handle(Session& s, const VRun& r) {
   // and kills what it wants with vKill; for any other, the new run replaces the old one.
   if (!s.dialect().multiprocess) kill_everything(s);
   if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
-  if (auto launched = s.server().launch(argv); !launched) return error_text(launched.error().message);
-  return reply_for_new_process(s);
+  auto launched = s.server().launch(argv);
+  if (!launched) return error_text(launched.error().message);
+  return reply_for_new_process(s, *launched);
 }
 
 Reply handle(Session& s, const VAttach& a) {
@@ -191,7 +192,7 @@ Reply handle(Session& s, const VAttach& a) {
   if (s.server().process_for(a.pid)) return error_text("Already debugging that process.");
   if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
   if (auto r = s.server().attach(a.pid); !r) return error_text(r.error().message);
-  return reply_for_new_process(s);
+  return reply_for_new_process(s, a.pid);
 }
 
 }  // namespace server
