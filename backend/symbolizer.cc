@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -138,7 +139,51 @@ bool better_name(const RawSymbol& a, const RawSymbol& b) {
   return a.name < b.name;
 }
 
-void collect_symbols(const MappedFile& f, const Elf64_Ehdr& eh, std::vector<RawSymbol>& out) {
+// PLT stubs have no symbols of their own; name them as GDB and objdump do: "puts@plt". Entry k
+// of .rela.plt belongs to the k-th 16-byte stub of .plt.sec (IBT builds) or, without it, of
+// .plt after its 16-byte header.
+void collect_plt_symbols(const MappedFile& f, const Elf64_Ehdr& eh, const Elf64_Shdr* sh, uint64_t shnum,
+                         std::vector<RawSymbol>& out, std::deque<std::string>& names) {
+  if (eh.e_shstrndx >= shnum) return;
+  const Elf64_Shdr& shstr = sh[eh.e_shstrndx];
+  const char* shnames = f.at<char>(shstr.sh_offset, shstr.sh_size);
+  if (!shnames) return;
+  auto name_of = [&](const Elf64_Shdr& s) -> std::string_view {
+    if (s.sh_name >= shstr.sh_size) return {};
+    return std::string_view(shnames + s.sh_name, strnlen(shnames + s.sh_name, shstr.sh_size - s.sh_name));
+  };
+  const Elf64_Shdr *rela = nullptr, *plt = nullptr, *plt_sec = nullptr;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    auto n = name_of(sh[i]);
+    if (n == ".rela.plt" && sh[i].sh_type == SHT_RELA) rela = &sh[i];
+    else if (n == ".plt") plt = &sh[i];
+    else if (n == ".plt.sec") plt_sec = &sh[i];
+  }
+  if (!rela || (!plt && !plt_sec) || rela->sh_entsize != sizeof(Elf64_Rela) || rela->sh_link >= shnum) return;
+  const Elf64_Shdr& dynsym = sh[rela->sh_link];
+  if (dynsym.sh_entsize != sizeof(Elf64_Sym) || dynsym.sh_link >= shnum) return;
+  const Elf64_Shdr& dynstr = sh[dynsym.sh_link];
+  uint64_t nrela = rela->sh_size / sizeof(Elf64_Rela), nsyms = dynsym.sh_size / sizeof(Elf64_Sym);
+  auto* relas = f.at<Elf64_Rela>(rela->sh_offset, nrela);
+  auto* syms = f.at<Elf64_Sym>(dynsym.sh_offset, nsyms);
+  const char* strtab = f.at<char>(dynstr.sh_offset, dynstr.sh_size);
+  if (!relas || !syms || !strtab) return;
+  const Elf64_Shdr& stubs = plt_sec ? *plt_sec : *plt;
+  uint64_t first = stubs.sh_addr + (plt_sec ? 0 : 16), end = stubs.sh_addr + stubs.sh_size;
+  for (uint64_t k = 0; k < nrela; ++k) {
+    uint64_t addr = first + 16 * k, sym = ELF64_R_SYM(relas[k].r_info);
+    if (addr + 16 > end) break;
+    if (sym == 0 || sym >= nsyms || syms[sym].st_name >= dynstr.sh_size) continue;  // IRELATIVE: no name
+    const char* name = strtab + syms[sym].st_name;
+    size_t len = strnlen(name, dynstr.sh_size - syms[sym].st_name);
+    if (len == 0 || len == dynstr.sh_size - syms[sym].st_name) continue;
+    names.push_back(std::string(name, len) + "@plt");
+    out.push_back({addr, 16, end, names.back(), 0});
+  }
+}
+
+void collect_symbols(const MappedFile& f, const Elf64_Ehdr& eh, std::vector<RawSymbol>& out,
+                     std::deque<std::string>& names) {
   if (eh.e_shoff == 0 || eh.e_shentsize != sizeof(Elf64_Shdr)) return;
   uint64_t shnum = eh.e_shnum;
   if (shnum == 0) {  // extended numbering: the count lives in section 0
@@ -175,6 +220,7 @@ void collect_symbols(const MappedFile& f, const Elf64_Ehdr& eh, std::vector<RawS
                      binding_rank(s.st_info)});
     }
   }
+  collect_plt_symbols(f, eh, sh, shnum, out, names);
 }
 
 }  // namespace
@@ -197,7 +243,8 @@ std::optional<Symbolizer::Module> Symbolizer::load(const std::string& path, uint
   }
 
   std::vector<RawSymbol> raw;
-  collect_symbols(f, *eh, raw);
+  std::deque<std::string> made_names;  // "x@plt": alive until the names are copied below
+  collect_symbols(f, *eh, raw, made_names);
   // Sort by address, then best name first; keep one entry per address (the best name, and the
   // largest known size among aliases).
   std::sort(raw.begin(), raw.end(), [](const RawSymbol& a, const RawSymbol& b) {

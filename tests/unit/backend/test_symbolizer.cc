@@ -221,6 +221,37 @@ TEST_CASE("symbolizer: PIE program with a bias", "[symbolizer]") {
   CHECK(!s.lookup(beta).has_value());  // the unbiased address is not in the module
 }
 
+// objdump truth for PLT stubs: "0000000000001030 <printf@plt>:" lines.
+std::map<uint64_t, std::string> objdump_plt(const std::string& path) {
+  std::map<uint64_t, std::string> out;
+  std::istringstream in(run("objdump -d -j .plt -j .plt.sec " + path + " 2>/dev/null"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto lt = line.find(" <"), gt = line.find(">:");
+    if (lt == std::string::npos || gt == std::string::npos || gt < lt) continue;
+    std::string name = line.substr(lt + 2, gt - lt - 2);
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, "@plt") != 0) continue;
+    out[std::stoull(line.substr(0, lt), nullptr, 16)] = name;
+  }
+  return out;
+}
+
+TEST_CASE("symbolizer: PLT stubs are named like objdump names them", "[symbolizer]") {
+  const Programs& p = programs();
+  REQUIRE(p.ok);
+  for (const auto& [path, bias] : {std::pair<std::string, uint64_t>{p.nopie, 0}, {p.pie, 0x555555554000}}) {
+    INFO(path);
+    auto truth = objdump_plt(path);
+    REQUIRE(truth.size() >= 3);  // printf, fopen, strcmp, ...
+    Symbolizer s;
+    s.add_module(path, bias);
+    for (const auto& [addr, name] : truth) {
+      CHECK(s.describe(bias + addr) == name);
+      CHECK(s.describe(bias + addr + 4) == name + "+0x4");
+    }
+  }
+}
+
 TEST_CASE("symbolizer: libc .dynsym with a fake bias", "[symbolizer]") {
   const uint64_t bias = 0x7f1234560000;
   Symbolizer s;
