@@ -20,6 +20,7 @@
 
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_bts.h"
+#include "backend/debug_registers.h"
 
 namespace backend {
 
@@ -72,6 +73,19 @@ std::optional<std::string> read_first_line(const char* path, int* err) {
   return line;
 }
 
+// Runs the code at `code` in a forked child that stops itself first (traced by us), with the code page
+// prepared by the caller; returns the child's pid (or -1).
+pid_t fork_stopped_child(void* code) {
+  pid_t child = fork();
+  if (child == 0) {
+    ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    raise(SIGSTOP);
+    reinterpret_cast<void (*)()>(code)();
+    _exit(0);
+  }
+  return child;
+}
+
 // hardware.md A1.5. The child runs:
 //   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
 // One PTRACE_SINGLEBLOCK from A stops at B if BTF is honored, at A+1 if it is dropped. Then the
@@ -102,18 +116,9 @@ BtfResult probe_btf() {
   }
   auto base = reinterpret_cast<uint64_t>(page);
 
-  pid_t child = fork();
-  if (child < 0) {
-    munmap(page, 4096);
-    return {false, "fork failed: " + errno_name(errno)};
-  }
-  if (child == 0) {
-    ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
-    raise(SIGSTOP);
-    reinterpret_cast<void (*)()>(page)();
-    _exit(0);
-  }
+  pid_t child = fork_stopped_child(page);
   munmap(page, 4096);  // the child keeps its own copy
+  if (child < 0) return {false, "fork failed: " + errno_name(errno)};
 
   BtfResult result;
   auto finish = [&](std::string detail) {
@@ -161,7 +166,67 @@ BtfResult probe_btf() {
 
 }  // namespace
 
-ProbeReport run_probe() {
+// The child runs, from a code page followed by a data page:
+//   +0  mov dword [rip+0xff6], 1   ; writes data+0 (a DR0 write watchpoint, 4 bytes)
+//   +10 nop                        ; the write watchpoint traps here (after the write)
+//   +11 nop                        ; DR1 execute breakpoint: traps here, before executing it
+//   +12 int3                       ; reached only when neither trapped
+//   +13 ret
+DebugRegisterProbe probe_debug_registers() {
+  static constexpr uint8_t kCode[] = {0xc7, 0x05, 0xf6, 0x0f, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+                                      0x90, 0x90, 0xcc, 0xc3};
+  constexpr uint64_t kAfterWrite = 10, kExec = 11, kEnd = 13;
+  void* area = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) return {false, "mmap failed: " + errno_name(errno)};
+  std::memcpy(area, kCode, sizeof kCode);
+  if (mprotect(area, 4096, PROT_READ | PROT_EXEC) != 0) {
+    int e = errno;
+    munmap(area, 8192);
+    return {false, "mprotect failed: " + errno_name(e)};
+  }
+  auto base = reinterpret_cast<uint64_t>(area);
+  pid_t child = fork_stopped_child(area);
+  munmap(area, 8192);  // the child keeps its own copy
+  if (child < 0) return {false, "fork failed: " + errno_name(errno)};
+
+  auto finish = [&](bool works, std::string detail) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, __WALL);
+    return DebugRegisterProbe{works, std::move(detail)};
+  };
+  // One stop of the child: its pc, or 0 when it did not stop with SIGTRAP.
+  auto next_trap = [&]() -> uint64_t {
+    int status = 0;
+    if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP) return 0;
+    user_regs_struct regs{};
+    if (ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return 0;
+    return regs.rip;
+  };
+  int status = 0;
+  if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status)) return finish(false, "the probe child did not stop");
+  ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
+
+  DebugRegisters dr;
+  if (auto r = dr.insert(HwKind::Write, base + 4096, 4); !r) return finish(false, r.error().message);
+  if (auto r = dr.insert(HwKind::Execute, base + kExec, 1); !r) return finish(false, r.error().message);
+  if (auto r = dr.apply(child); !r) return finish(false, "DR7 cannot be set: " + r.error().message);
+  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0) return finish(false, "PTRACE_CONT failed: " + errno_name(errno));
+  uint64_t pc = next_trap();
+  if (pc == base + kEnd)
+    return finish(false, "DR7 set, no trap delivered: the hypervisor drops them");
+  if (pc != base + kAfterWrite)
+    return finish(false, fmt::format("DR7 set, unexpected stop at +{:#x} instead of the write watchpoint", pc - base));
+  auto hit = dr.take_hit(child);  // reads and clears DR6
+  if (!hit || hit->kind != HwKind::Write) return finish(false, "the write watchpoint stop does not show in DR6");
+  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0) return finish(false, "PTRACE_CONT failed: " + errno_name(errno));
+  pc = next_trap();
+  if (pc != base + kExec)
+    return finish(false, pc == base + kEnd ? "write watchpoints trap, execute breakpoints do not"
+                                           : fmt::format("execute breakpoint: unexpected stop at +{:#x}", pc - base));
+  return finish(true, "a DR0 write watchpoint and a DR1 execute breakpoint trapped");
+}
+
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
   ProbeReport r;
   CpuId cpu = read_cpu_id();
   r.items.push_back({"cpu", true,
@@ -219,6 +284,10 @@ ProbeReport run_probe() {
     r.items.push_back(item);
   }
 
+  DebugRegisterProbe dr = debug_registers ? *debug_registers : probe_debug_registers();
+  r.debug_registers_work = dr.works;
+  r.items.push_back({"debug registers", dr.works, dr.detail});
+
   BtfResult btf = probe_btf();
   r.btf_works = btf.works;
   r.items.push_back({"BTF (PTRACE_SINGLEBLOCK)", btf.works, btf.detail});
@@ -239,6 +308,7 @@ ProbeReport run_probe() {
 
   r.best_source = r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "software";
   r.stepbranch_mechanism = r.btf_works ? "singleblock" : "software";
+  r.watchpoints = r.debug_registers_work ? "hardware" : "emulated";
   return r;
 }
 
@@ -250,6 +320,9 @@ std::string format_probe(const ProbeReport& report) {
     out += fmt::format("{:<{}}  {:<3}  {}\n", item.name, width, item.works ? "yes" : "no", item.detail);
   out += fmt::format("{:<{}}  {}\n", "branch source", width, report.best_source);
   out += fmt::format("{:<{}}  {}\n", "stepbranch", width, report.stepbranch_mechanism);
+  out += fmt::format("{:<{}}  {}\n", "watchpoints", width,
+                     report.watchpoints == "hardware" ? "hardware (debug registers)"
+                                                      : "emulated (single-step, exact accesses; 4 slots as hardware)");
   return out;
 }
 

@@ -14,18 +14,30 @@ struct ProbeItem {
   std::string detail;  // what was tried and what happened, e.g. "perf_event_open ...: ENOENT, no PMU"
 };
 
+// Whether x86 debug registers really trap here. Some VMs (confidential guests, some cloud
+// hypervisors) accept DR0-3/DR7 but never deliver the #DB: a watchpoint then silently never fires.
+struct DebugRegisterProbe {
+  bool works = false;
+  std::string detail;
+};
+// A few milliseconds: a forked child with a write watchpoint and an execute breakpoint set.
+DebugRegisterProbe probe_debug_registers();
+
 struct ProbeReport {
   std::vector<ProbeItem> items;
+  bool debug_registers_work = false;  // DR0-3/DR7 watchpoints and breakpoints trap
   bool btf_works = false;       // PTRACE_SINGLEBLOCK stops only on taken branches
   bool perf_bts_works = false;  // gdbserver's BTS perf event opens for our own thread
   bool lbr_module = false;      // /dev/msr_helper can be opened
   bool pt_works = false;        // intel_pt PMU present and an event opens
   std::string best_source;           // "perf-bts", "lbr" or "software"
   std::string stepbranch_mechanism;  // "singleblock" or "software"
+  std::string watchpoints;           // what --watchpoints=auto chooses: "hardware" or "emulated"
 };
 
-// Takes well under a second; forks one short-lived traced child for the BTF check.
-ProbeReport run_probe();
+// Takes well under a second; forks short-lived traced children for the BTF and debug-register
+// checks (the latter is taken from `debug_registers` when the caller has it already).
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr);
 // An aligned human-readable table plus the two decisions.
 std::string format_probe(const ProbeReport& report);
 

@@ -48,6 +48,35 @@ def cpu_has(flag):
     return False
 
 
+_probe = None
+
+
+def server_probe():
+    """`branchstub --probe` as {mechanism: (works, detail)}, run once (branchstub's probe even
+    when the server under test is gdbserver: it tells what this machine can do)."""
+    global _probe
+    if _probe is None:
+        binary = os.path.join(BUILD, "server", "branchstub")
+        out = subprocess.run([binary, "--probe"], capture_output=True, text=True, timeout=60).stdout
+        _probe = {}
+        for line in out.splitlines():
+            m = re.match(r"(.+?)\s{2,}(yes|no)\s{2,}(.*)$", line)
+            if m:
+                _probe[m.group(1).strip()] = (m.group(2) == "yes", m.group(3).strip())
+    return _probe
+
+
+def debug_registers_trap():
+    """(works, reason): whether DR0-3/DR7 watchpoints trap on this machine (the probe's
+    answer; some VMs drop them)."""
+    return server_probe().get("debug registers", (False, "the probe printed no debug-register line"))
+
+
+def watch_args(mode):
+    """Server options for a watchpoint mode ("software" or "hardware"); gdbserver has none."""
+    return [] if IS_GDBSERVER else ["--watchpoints=" + mode]
+
+
 # ---------------------------------------------------------------- inferiors
 
 def inferior(name):

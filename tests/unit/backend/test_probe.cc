@@ -20,7 +20,8 @@ TEST_CASE("probe: report is complete and consistent", "[probe]") {
   std::string table = format_probe(r);
   INFO(table);
   for (const char* name : {"cpu", "hypervisor", "perf_event_paranoid", "perf branch counter", "perf BTS",
-                           "LBR branch stack", "Intel PT", "BTF (PTRACE_SINGLEBLOCK)", "msr_helper (LBR module)"})
+                           "LBR branch stack", "Intel PT", "debug registers", "BTF (PTRACE_SINGLEBLOCK)",
+                           "msr_helper (LBR module)"})
     CHECK(find(r, name) != nullptr);
   for (const auto& i : r.items) {
     CHECK_FALSE(i.detail.empty());
@@ -31,6 +32,21 @@ TEST_CASE("probe: report is complete and consistent", "[probe]") {
   CHECK(r.best_source == (r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "software"));
   CHECK(r.stepbranch_mechanism == (r.btf_works ? "singleblock" : "software"));
   CHECK(table.find("branch source") != std::string::npos);
+  CHECK(r.debug_registers_work == find(r, "debug registers")->works);
+  CHECK(r.watchpoints == (r.debug_registers_work ? "hardware" : "emulated"));
+}
+
+TEST_CASE("probe: debug registers answer the same twice, with a reason", "[probe]") {
+  auto a = probe_debug_registers();
+  auto b = probe_debug_registers();
+  INFO(a.detail);
+  CHECK(a.works == b.works);
+  CHECK_FALSE(a.detail.empty());
+  // The precomputed answer is used as given (the server probes once per life).
+  DebugRegisterProbe forced{!a.works, "forced for the test"};
+  ProbeReport r = run_probe(&forced);
+  CHECK(r.debug_registers_work == forced.works);
+  CHECK(find(r, "debug registers")->detail == "forced for the test");
 }
 
 TEST_CASE("probe: on a virtual machine BTF is reported ignored", "[probe]") {
