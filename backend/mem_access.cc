@@ -278,6 +278,60 @@ bool mem_term(const cs_x86_op& op, const cs_x86& x, uint8_t len, Term& t) {
   return true;
 }
 
+// Bytes per element for the b/w/d/q letters of a mnemonic; 0 for anything else.
+uint32_t elem_bytes(char c) {
+  switch (c) {
+    case 'b': return 1;
+    case 'w': return 2;
+    case 'd': return 4;
+    case 'q': return 8;
+    default: return 0;
+  }
+}
+
+// capstone 4 gets some memory operand sizes wrong (found by the CPU sweep in
+// test_mem_access.cc): scalar EVEX arithmetic and (v)comiss/sd say 16 bytes, EVEX vmovq says
+// 16, and the 8:1 widening/narrowing moves say 16 where the CPU touches 8. Returns the size
+// the CPU really uses for the memory operand at position mem_index.
+uint32_t corrected_size(unsigned id, std::string_view name, const cs_x86& x, int mem_index, uint32_t size) {
+  switch (id) {
+    case X86_INS_COMISS: case X86_INS_VCOMISS:
+    case X86_INS_VADDSS: case X86_INS_VSUBSS: case X86_INS_VMULSS: case X86_INS_VDIVSS:
+    case X86_INS_VMINSS: case X86_INS_VMAXSS:
+    case X86_INS_VFMADD213SS: case X86_INS_VFMSUB213SS: case X86_INS_VFNMADD213SS: case X86_INS_VFNMSUB213SS:
+    case X86_INS_VRCP28SS: case X86_INS_VRSQRT28SS: case X86_INS_VRNDSCALESS:
+      return 4;
+    case X86_INS_COMISD: case X86_INS_VCOMISD:
+    case X86_INS_VADDSD: case X86_INS_VSUBSD: case X86_INS_VMULSD: case X86_INS_VDIVSD:
+    case X86_INS_VMINSD: case X86_INS_VMAXSD:
+    case X86_INS_VFMADD213SD: case X86_INS_VFMSUB213SD: case X86_INS_VFNMADD213SD: case X86_INS_VFNMSUB213SD:
+    case X86_INS_VRCP28SD: case X86_INS_VRSQRT28SD: case X86_INS_VRNDSCALESD:
+      return 8;
+    case X86_INS_VMOVQ:
+      return std::min<uint32_t>(size, 8);
+    default:
+      break;
+  }
+  // (v)pmovzx/(v)pmovsx <from><to>: the memory holds the narrow elements of the destination.
+  for (std::string_view p : {"pmovzx", "pmovsx", "vpmovzx", "vpmovsx"})
+    if (name.size() == p.size() + 2 && name.substr(0, p.size()) == p && mem_index == 1 && x.op_count >= 2 &&
+        x.operands[0].type == X86_OP_REG) {
+      uint32_t from = elem_bytes(name[p.size()]), to = elem_bytes(name[p.size() + 1]);
+      if (from && to > from) return x.operands[0].size / (to / from);
+    }
+  // vpmov[s|us]<from><to> to memory: the narrow elements of the source register.
+  if (name.substr(0, 5) == "vpmov" && mem_index == 0 && x.op_count >= 2 && x.operands[x.op_count - 1].type == X86_OP_REG) {
+    std::string_view rest = name.substr(5);
+    if (rest.substr(0, 2) == "us") rest = rest.substr(2);
+    else if (rest.substr(0, 1) == "s") rest = rest.substr(1);
+    if (rest.size() == 2) {
+      uint32_t from = elem_bytes(rest[0]), to = elem_bytes(rest[1]);
+      if (to && from > to) return x.operands[x.op_count - 1].size / (from / to);
+    }
+  }
+  return size;
+}
+
 uint8_t log2_of(uint32_t v) {
   uint8_t n = 0;
   while (v > 1) { v >>= 1; ++n; }
@@ -291,7 +345,8 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
   const uint8_t len = static_cast<uint8_t>(insn.size);
   const bool addr32 = x.addr_size == 4;
   const bool op16 = x.prefix[2] == 0x66;
-  const uint8_t stack = op16 ? 2 : 8;  // push/pop operand size (0x66 gives 16 bits)
+  // push/pop operand size: 0x66 gives 16 bits unless REX.W asks for 64.
+  const uint8_t stack = op16 && !(x.rex & 8) ? 2 : 8;
   const char* name_c = cs_insn_name(handle, id);
   std::string_view name = name_c ? name_c : "";
 
@@ -403,7 +458,7 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
 
   if (!mem) return;  // no memory operand: no access
 
-  uint32_t size = mem->size;
+  uint32_t size = corrected_size(id, name, x, mem_index, mem->size);
   bool read = true, write = false;
   if (mem_index == 0) {
     switch (op0_class(id)) {
