@@ -1,0 +1,611 @@
+// AccessDecoder: capstone decodes an instruction once into a Recipe (a few address terms); every
+// later call at the same address only compares the bytes and evaluates the terms with the
+// registers. See mem_access.h for the semantics and the reasons behind each rule.
+#include "backend/mem_access.h"
+
+#include <capstone/capstone.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+
+namespace backend {
+
+namespace {
+
+constexpr size_t kMaxInsnLen = 15;  // the CPU raises #UD for longer instructions
+// Recipes kept before the cache is dropped wholesale; bounds memory for code that never loops.
+constexpr size_t kMaxCached = size_t{1} << 16;
+
+// Registers that can take part in an address, as slots of a small table of offsets into
+// user_regs_struct (kRip is the address of the NEXT instruction: RIP-relative terms add the
+// instruction length to their displacement when the recipe is built).
+enum Slot : uint8_t {
+  kRax, kRcx, kRdx, kRbx, kRsp, kRbp, kRsi, kRdi,
+  kR8, kR9, kR10, kR11, kR12, kR13, kR14, kR15, kRip, kNoReg = 0xff
+};
+
+constexpr size_t kSlotOffset[] = {
+    offsetof(user_regs_struct, rax), offsetof(user_regs_struct, rcx),
+    offsetof(user_regs_struct, rdx), offsetof(user_regs_struct, rbx),
+    offsetof(user_regs_struct, rsp), offsetof(user_regs_struct, rbp),
+    offsetof(user_regs_struct, rsi), offsetof(user_regs_struct, rdi),
+    offsetof(user_regs_struct, r8),  offsetof(user_regs_struct, r9),
+    offsetof(user_regs_struct, r10), offsetof(user_regs_struct, r11),
+    offsetof(user_regs_struct, r12), offsetof(user_regs_struct, r13),
+    offsetof(user_regs_struct, r14), offsetof(user_regs_struct, r15),
+    offsetof(user_regs_struct, rip),
+};
+
+uint64_t slot_value(const user_regs_struct& regs, uint8_t slot) {
+  uint64_t v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&regs) + kSlotOffset[slot], sizeof v);
+  return v;
+}
+
+// A general-purpose register as capstone names it: which slot, how wide, ah/ch/dh/bh.
+struct GprRef {
+  uint8_t slot = kNoReg;
+  uint8_t width = 8;
+  bool high8 = false;
+};
+
+GprRef gpr(x86_reg r) {
+  switch (r) {
+#define BS_GPR(slot, r64, r32, r16, r8) \
+  case X86_REG_##r64: return {slot, 8, false}; \
+  case X86_REG_##r32: return {slot, 4, false}; \
+  case X86_REG_##r16: return {slot, 2, false}; \
+  case X86_REG_##r8: return {slot, 1, false};
+    BS_GPR(kRax, RAX, EAX, AX, AL)
+    BS_GPR(kRcx, RCX, ECX, CX, CL)
+    BS_GPR(kRdx, RDX, EDX, DX, DL)
+    BS_GPR(kRbx, RBX, EBX, BX, BL)
+    BS_GPR(kRsp, RSP, ESP, SP, SPL)
+    BS_GPR(kRbp, RBP, EBP, BP, BPL)
+    BS_GPR(kRsi, RSI, ESI, SI, SIL)
+    BS_GPR(kRdi, RDI, EDI, DI, DIL)
+    BS_GPR(kR8, R8, R8D, R8W, R8B)
+    BS_GPR(kR9, R9, R9D, R9W, R9B)
+    BS_GPR(kR10, R10, R10D, R10W, R10B)
+    BS_GPR(kR11, R11, R11D, R11W, R11B)
+    BS_GPR(kR12, R12, R12D, R12W, R12B)
+    BS_GPR(kR13, R13, R13D, R13W, R13B)
+    BS_GPR(kR14, R14, R14D, R14W, R14B)
+    BS_GPR(kR15, R15, R15D, R15W, R15B)
+#undef BS_GPR
+    case X86_REG_AH: return {kRax, 1, true};
+    case X86_REG_CH: return {kRcx, 1, true};
+    case X86_REG_DH: return {kRdx, 1, true};
+    case X86_REG_BH: return {kRbx, 1, true};
+    case X86_REG_RIP: return {kRip, 8, false};
+    case X86_REG_EIP: return {kRip, 4, false};
+    default: return {};
+  }
+}
+
+enum Seg : uint8_t { kFlat, kFs, kGs };
+
+// One address: seg_base + wrap(base + (index >> sar) * scale + disp).
+struct Term {
+  int64_t disp = 0;
+  uint8_t base = kNoReg;
+  uint8_t index = kNoReg;
+  uint8_t index_width = 8;    // bytes of the index register that count (al for xlat: 1)
+  bool index_signed = false;  // bit offsets are signed; address indexes are full width anyway
+  uint8_t index_sar = 0;      // arithmetic right shift of the index (bit strings: bits -> units)
+  uint8_t scale = 1;
+  uint8_t seg = kFlat;
+  bool addr32 = false;  // 0x67: the effective address wraps to 32 bits
+};
+
+struct AccessRecipe {
+  Term at;
+  uint32_t size = 0;
+  bool read = false;
+  bool write = false;
+};
+
+struct Recipe {
+  uint8_t bytes[kMaxInsnLen] = {};
+  uint8_t len = 0;
+  bool exact = true;
+  uint8_t count = 0;
+  uint8_t rep_width = 0;  // rep-prefixed string op: bytes of rcx that count; 0 = no rep
+  AccessRecipe acc[3];
+
+  void add(const Term& t, uint32_t size, bool read, bool write) {
+    if (count < std::size(acc)) acc[count++] = AccessRecipe{t, size, read, write};
+    else exact = false;  // cannot happen with the rules below; never report a partial list
+  }
+};
+
+uint64_t evaluate(const Term& t, const user_regs_struct& regs) {
+  uint64_t ea = static_cast<uint64_t>(t.disp);
+  if (t.base != kNoReg) ea += slot_value(regs, t.base);
+  if (t.index != kNoReg) {
+    uint64_t raw = slot_value(regs, t.index);
+    int64_t iv;
+    switch (t.index_width) {
+      case 1: iv = t.index_signed ? int64_t{static_cast<int8_t>(raw)} : int64_t{static_cast<uint8_t>(raw)}; break;
+      case 2: iv = t.index_signed ? int64_t{static_cast<int16_t>(raw)} : int64_t{static_cast<uint16_t>(raw)}; break;
+      case 4: iv = t.index_signed ? int64_t{static_cast<int32_t>(raw)} : int64_t{static_cast<uint32_t>(raw)}; break;
+      default: iv = static_cast<int64_t>(raw); break;
+    }
+    iv >>= t.index_sar;  // arithmetic: floor division for negative bit offsets
+    ea += static_cast<uint64_t>(iv) * t.scale;
+  }
+  if (t.addr32) ea &= 0xffffffffu;
+  if (t.seg == kFs) ea += regs.fs_base;
+  else if (t.seg == kGs) ea += regs.gs_base;
+  return ea;
+}
+
+// --- classification -------------------------------------------------------------------------
+
+enum class Op0 { Write, Read, ReadWrite };
+
+// Instructions whose memory operand is only an address (hints, lea) or that never reach memory.
+bool no_access(unsigned id) {
+  switch (id) {
+    case X86_INS_LEA: case X86_INS_NOP:
+    case X86_INS_PREFETCH: case X86_INS_PREFETCHNTA: case X86_INS_PREFETCHT0:
+    case X86_INS_PREFETCHT1: case X86_INS_PREFETCHT2: case X86_INS_PREFETCHW:
+    case X86_INS_UD0: case X86_INS_UD2B:  // always #UD
+      return true;
+    default: return false;
+  }
+}
+
+// Instructions whose accesses this decoder does not compute (see the header comment).
+bool inexact(unsigned id, std::string_view name) {
+  switch (id) {
+    case X86_INS_XSAVE: case X86_INS_XSAVE64: case X86_INS_XSAVEC: case X86_INS_XSAVEC64:
+    case X86_INS_XSAVEOPT: case X86_INS_XSAVEOPT64: case X86_INS_XSAVES: case X86_INS_XSAVES64:
+    case X86_INS_XRSTOR: case X86_INS_XRSTOR64: case X86_INS_XRSTORS: case X86_INS_XRSTORS64:
+    case X86_INS_FXSAVE: case X86_INS_FXSAVE64: case X86_INS_FXRSTOR: case X86_INS_FXRSTOR64:
+    case X86_INS_FNSAVE: case X86_INS_FRSTOR: case X86_INS_FLDENV: case X86_INS_FNSTENV:
+    case X86_INS_SYSCALL: case X86_INS_SYSENTER: case X86_INS_SYSEXIT: case X86_INS_SYSRET:
+    case X86_INS_INT: case X86_INS_INTO:
+    case X86_INS_IRET: case X86_INS_IRETD: case X86_INS_IRETQ:
+    case X86_INS_LCALL: case X86_INS_LJMP: case X86_INS_RETF: case X86_INS_RETFQ:
+    case X86_INS_INSB: case X86_INS_INSW: case X86_INS_INSD:
+    case X86_INS_OUTSB: case X86_INS_OUTSW: case X86_INS_OUTSD:
+    case X86_INS_SGDT: case X86_INS_SIDT: case X86_INS_SLDT: case X86_INS_STR: case X86_INS_SMSW:
+    case X86_INS_LGDT: case X86_INS_LIDT: case X86_INS_LLDT: case X86_INS_LTR: case X86_INS_LMSW:
+    case X86_INS_INVLPG: case X86_INS_INVLPGA: case X86_INS_INVPCID: case X86_INS_INVEPT:
+    case X86_INS_INVVPID: case X86_INS_VMPTRLD: case X86_INS_VMPTRST: case X86_INS_VMCLEAR:
+    case X86_INS_VMXON: case X86_INS_VMREAD: case X86_INS_VMWRITE:
+    case X86_INS_VMLOAD: case X86_INS_VMSAVE: case X86_INS_VMRUN: case X86_INS_SKINIT:
+      return true;
+    default: break;
+  }
+  // Families by name (decoding is cached, so a string compare here costs nothing per step).
+  // Gathers/scatters: capstone 4 even misreports the EVEX vector index as a GPR.
+  for (std::string_view p : {"vpgather", "vgather", "vpscatter", "vscatter", "bndmov", "bndldx",
+                             "bndstx"})
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
+
+// What a memory operand in the first (destination) position does. capstone 4's access flags
+// are not used: they call many stores reads (fstp, movq, pextr*, setcc, every VEX/EVEX store)
+// and cmpxchg/rol/ror/rcl/rcr reads only.
+Op0 op0_class(unsigned id) {
+  switch (id) {
+    case X86_INS_ADD: case X86_INS_ADC: case X86_INS_SUB: case X86_INS_SBB:
+    case X86_INS_AND: case X86_INS_OR: case X86_INS_XOR:
+    case X86_INS_INC: case X86_INS_DEC: case X86_INS_NEG: case X86_INS_NOT:
+    case X86_INS_SHL: case X86_INS_SAL: case X86_INS_SHR: case X86_INS_SAR:
+    case X86_INS_ROL: case X86_INS_ROR: case X86_INS_RCL: case X86_INS_RCR:
+    case X86_INS_SHLD: case X86_INS_SHRD:
+    case X86_INS_BTS: case X86_INS_BTR: case X86_INS_BTC:
+    case X86_INS_XADD: case X86_INS_XCHG:
+    case X86_INS_CMPXCHG: case X86_INS_CMPXCHG8B: case X86_INS_CMPXCHG16B:
+      return Op0::ReadWrite;
+    case X86_INS_BT: case X86_INS_CMP: case X86_INS_TEST:
+    case X86_INS_CALL: case X86_INS_JMP: case X86_INS_PUSH:
+    case X86_INS_MUL: case X86_INS_IMUL: case X86_INS_DIV: case X86_INS_IDIV:
+    case X86_INS_FLD: case X86_INS_FILD: case X86_INS_FBLD: case X86_INS_FLDCW:
+    case X86_INS_FADD: case X86_INS_FMUL: case X86_INS_FSUB: case X86_INS_FSUBR:
+    case X86_INS_FDIV: case X86_INS_FDIVR: case X86_INS_FCOM: case X86_INS_FCOMP:
+    case X86_INS_FIADD: case X86_INS_FIMUL: case X86_INS_FISUB: case X86_INS_FISUBR:
+    case X86_INS_FIDIV: case X86_INS_FIDIVR: case X86_INS_FICOM: case X86_INS_FICOMP:
+    case X86_INS_LDMXCSR: case X86_INS_VLDMXCSR: case X86_INS_VERR: case X86_INS_VERW:
+    // Cache-line flushes fire a read/write (not a write-only) debug-register watchpoint on the
+    // byte they name (checked on the CPU), so they count as a 1-byte read.
+    case X86_INS_CLFLUSH: case X86_INS_CLFLUSHOPT: case X86_INS_CLWB:
+      return Op0::Read;
+    default:
+      return Op0::Write;
+  }
+}
+
+// Legacy one-byte string opcodes (capstone's opcode[] holds a0..af alone for them; SSE
+// movsd/cmpsd share the capstone id but have a 0f opcode).
+enum class StrOp { None, Movs, Cmps, Stos, Lods, Scas };
+
+StrOp string_op(const cs_x86& x) {
+  if (x.opcode[1] != 0) return StrOp::None;
+  switch (x.opcode[0]) {
+    case 0xa4: case 0xa5: return StrOp::Movs;
+    case 0xa6: case 0xa7: return StrOp::Cmps;
+    case 0xaa: case 0xab: return StrOp::Stos;
+    case 0xac: case 0xad: return StrOp::Lods;
+    case 0xae: case 0xaf: return StrOp::Scas;
+    default: return StrOp::None;
+  }
+}
+
+uint8_t prefix_seg(const cs_x86& x) {
+  if (x.prefix[1] == 0x64) return kFs;
+  if (x.prefix[1] == 0x65) return kGs;
+  return kFlat;
+}
+
+Term reg_term(uint8_t slot, int64_t disp, bool addr32, uint8_t seg = kFlat) {
+  Term t;
+  t.base = slot;
+  t.disp = disp;
+  t.addr32 = addr32;
+  t.seg = seg;
+  return t;
+}
+
+// The term of an explicit memory operand; false if it uses a register we cannot read (a
+// vector index that slipped through, a segment-relative form we do not know).
+bool mem_term(const cs_x86_op& op, const cs_x86& x, uint8_t len, Term& t) {
+  t = Term{};
+  t.addr32 = x.addr_size == 4;
+  t.disp = op.mem.disp;
+  if (op.mem.segment == X86_REG_FS) t.seg = kFs;
+  else if (op.mem.segment == X86_REG_GS) t.seg = kGs;
+  if (op.mem.base != X86_REG_INVALID) {
+    GprRef b = gpr(op.mem.base);
+    if (b.slot == kNoReg || b.high8) return false;
+    t.base = b.slot;
+    if (b.slot == kRip) t.disp += len;  // relative to the next instruction
+  }
+  if (op.mem.index != X86_REG_INVALID && op.mem.index != X86_REG_EIZ &&
+      op.mem.index != X86_REG_RIZ) {
+    GprRef i = gpr(op.mem.index);
+    if (i.slot == kNoReg || i.slot == kRip || i.high8) return false;
+    t.index = i.slot;
+    t.scale = static_cast<uint8_t>(op.mem.scale);
+  }
+  return true;
+}
+
+// Bytes per element for the b/w/d/q letters of a mnemonic; 0 for anything else.
+uint32_t elem_bytes(char c) {
+  switch (c) {
+    case 'b': return 1;
+    case 'w': return 2;
+    case 'd': return 4;
+    case 'q': return 8;
+    default: return 0;
+  }
+}
+
+// capstone 4 gets some memory operand sizes wrong (found by the CPU sweep in
+// test_mem_access.cc): scalar EVEX arithmetic and (v)comiss/sd say 16 bytes, EVEX vmovq says
+// 16, and the 8:1 widening/narrowing moves say 16 where the CPU touches 8. Returns the size
+// the CPU really uses for the memory operand at position mem_index.
+uint32_t corrected_size(unsigned id, std::string_view name, const cs_x86& x, int mem_index, uint32_t size) {
+  switch (id) {
+    case X86_INS_COMISS: case X86_INS_VCOMISS:
+    case X86_INS_VADDSS: case X86_INS_VSUBSS: case X86_INS_VMULSS: case X86_INS_VDIVSS:
+    case X86_INS_VMINSS: case X86_INS_VMAXSS:
+    case X86_INS_VFMADD213SS: case X86_INS_VFMSUB213SS: case X86_INS_VFNMADD213SS: case X86_INS_VFNMSUB213SS:
+    case X86_INS_VRCP28SS: case X86_INS_VRSQRT28SS: case X86_INS_VRNDSCALESS:
+      return 4;
+    case X86_INS_COMISD: case X86_INS_VCOMISD:
+    case X86_INS_VADDSD: case X86_INS_VSUBSD: case X86_INS_VMULSD: case X86_INS_VDIVSD:
+    case X86_INS_VMINSD: case X86_INS_VMAXSD:
+    case X86_INS_VFMADD213SD: case X86_INS_VFMSUB213SD: case X86_INS_VFNMADD213SD: case X86_INS_VFNMSUB213SD:
+    case X86_INS_VRCP28SD: case X86_INS_VRSQRT28SD: case X86_INS_VRNDSCALESD:
+      return 8;
+    case X86_INS_VMOVQ:
+      return std::min<uint32_t>(size, 8);
+    default:
+      break;
+  }
+  // (v)pmovzx/(v)pmovsx <from><to>: the memory holds the narrow elements of the destination.
+  for (std::string_view p : {"pmovzx", "pmovsx", "vpmovzx", "vpmovsx"})
+    if (name.size() == p.size() + 2 && name.substr(0, p.size()) == p && mem_index == 1 && x.op_count >= 2 &&
+        x.operands[0].type == X86_OP_REG) {
+      uint32_t from = elem_bytes(name[p.size()]), to = elem_bytes(name[p.size() + 1]);
+      if (from && to > from) return x.operands[0].size / (to / from);
+    }
+  // vpmov[s|us]<from><to> to memory: the narrow elements of the source register.
+  if (name.substr(0, 5) == "vpmov" && mem_index == 0 && x.op_count >= 2 && x.operands[x.op_count - 1].type == X86_OP_REG) {
+    std::string_view rest = name.substr(5);
+    if (rest.substr(0, 2) == "us") rest = rest.substr(2);
+    else if (rest.substr(0, 1) == "s") rest = rest.substr(1);
+    if (rest.size() == 2) {
+      uint32_t from = elem_bytes(rest[0]), to = elem_bytes(rest[1]);
+      if (to && from > to) return x.operands[x.op_count - 1].size / (from / to);
+    }
+  }
+  return size;
+}
+
+uint8_t log2_of(uint32_t v) {
+  uint8_t n = 0;
+  while (v > 1) { v >>= 1; ++n; }
+  return n;
+}
+
+// Builds the recipe for the instruction capstone decoded into `insn`.
+void build(csh handle, const cs_insn& insn, Recipe& r) {
+  const cs_x86& x = insn.detail->x86;
+  const unsigned id = insn.id;
+  const uint8_t len = static_cast<uint8_t>(insn.size);
+  const bool addr32 = x.addr_size == 4;
+  const bool op16 = x.prefix[2] == 0x66;
+  // push/pop operand size: 0x66 gives 16 bits unless REX.W asks for 64.
+  const uint8_t stack = op16 && !(x.rex & 8) ? 2 : 8;
+  const char* name_c = cs_insn_name(handle, id);
+  std::string_view name = name_c ? name_c : "";
+
+  if (inexact(id, name)) {
+    r.exact = false;
+    return;
+  }
+  if (no_access(id)) return;
+
+  const cs_x86_op* mem = nullptr;  // the first explicit memory operand
+  int mem_index = -1;
+  for (int i = 0; i < x.op_count; ++i)
+    if (x.operands[i].type == X86_OP_MEM) {
+      mem = &x.operands[i];
+      mem_index = i;
+      break;
+    }
+  Term mt;
+  if (mem && !mem_term(*mem, x, len, mt)) {
+    r.exact = false;
+    return;
+  }
+
+  // String instructions: one element per single step (see the header comment).
+  if (StrOp s = string_op(x); s != StrOp::None) {
+    uint8_t size = (x.opcode[0] & 1) == 0 ? 1 : (x.rex & 8) ? 8 : op16 ? 2 : 4;
+    Term src = reg_term(kRsi, 0, addr32, prefix_seg(x));  // ds:rsi, overridable
+    Term dst = reg_term(kRdi, 0, addr32);                 // es:rdi, never overridden
+    switch (s) {
+      case StrOp::Movs: r.add(src, size, true, false); r.add(dst, size, false, true); break;
+      case StrOp::Cmps: r.add(src, size, true, false); r.add(dst, size, true, false); break;
+      case StrOp::Stos: r.add(dst, size, false, true); break;
+      case StrOp::Lods: r.add(src, size, true, false); break;
+      case StrOp::Scas: r.add(dst, size, true, false); break;
+      case StrOp::None: break;
+    }
+    if (x.prefix[0] == 0xf3 || x.prefix[0] == 0xf2) r.rep_width = addr32 ? 4 : 8;
+    return;
+  }
+
+  switch (id) {
+    case X86_INS_PUSH: {
+      if (mem) r.add(mt, mem->size, true, false);  // the source address uses the old rsp
+      r.add(reg_term(kRsp, -stack, false), stack, false, true);
+      return;
+    }
+    case X86_INS_POP: {
+      // pop fs/gs moves rsp by 8 but reads only the 2-byte selector (a watchpoint on the rest
+      // of the slot does not fire on the CPU).
+      bool seg = x.op_count >= 1 && x.operands[0].type == X86_OP_REG &&
+                 (x.operands[0].reg == X86_REG_FS || x.operands[0].reg == X86_REG_GS);
+      r.add(reg_term(kRsp, 0, false), seg ? 2 : stack, true, false);
+      if (mem) {
+        // The SDM: with rsp as the base, the destination address is computed after the pop
+        // has incremented rsp.
+        if (mt.base == kRsp) mt.disp += stack;
+        r.add(mt, mem->size, false, true);
+      }
+      return;
+    }
+    case X86_INS_PUSHF: case X86_INS_PUSHFD: case X86_INS_PUSHFQ:
+      r.add(reg_term(kRsp, -stack, false), stack, false, true);
+      return;
+    case X86_INS_POPF: case X86_INS_POPFD: case X86_INS_POPFQ:
+      r.add(reg_term(kRsp, 0, false), stack, true, false);
+      return;
+    case X86_INS_CALL:
+      // 64-bit mode near calls push 8 bytes (Intel ignores 0x66 here).
+      if (mem) r.add(mt, mem->size, true, false);
+      r.add(reg_term(kRsp, -8, false), 8, false, true);
+      return;
+    case X86_INS_RET:
+      r.add(reg_term(kRsp, 0, false), 8, true, false);
+      return;
+    case X86_INS_ENTER: {
+      if (op16 || x.op_count < 2) {
+        r.exact = false;
+        return;
+      }
+      // push rbp; for nesting level L > 0 also L-1 frame pointers copied from [rbp-8..] and
+      // the new frame pointer: L+1 quadwords below rsp in all. The allocation is not touched.
+      auto level = static_cast<uint32_t>(x.operands[1].imm & 31);
+      uint32_t pushes = level == 0 ? 1 : level + 1;
+      r.add(reg_term(kRsp, -int64_t{8} * pushes, false), 8 * pushes, false, true);
+      if (level > 1) r.add(reg_term(kRbp, -int64_t{8} * (level - 1), false), 8 * (level - 1), true, false);
+      return;
+    }
+    case X86_INS_LEAVE:
+      if (op16) {
+        r.exact = false;
+        return;
+      }
+      r.add(reg_term(kRbp, 0, false), 8, true, false);  // mov rsp, rbp; pop rbp
+      return;
+    case X86_INS_XLATB: {
+      Term t = reg_term(kRbx, 0, addr32, prefix_seg(x));
+      t.index = kRax;
+      t.index_width = 1;  // al, zero-extended
+      r.add(t, 1, true, false);
+      return;
+    }
+    case X86_INS_MASKMOVQ: case X86_INS_MASKMOVDQU: case X86_INS_VMASKMOVDQU:
+      // Implicit ds:rdi destination, written under a byte mask: all of it counts.
+      r.add(reg_term(kRdi, 0, addr32, prefix_seg(x)), id == X86_INS_MASKMOVQ ? 8 : 16, false, true);
+      return;
+    default:
+      break;
+  }
+
+  if (!mem) return;  // no memory operand: no access
+
+  uint32_t size = corrected_size(id, name, x, mem_index, mem->size);
+  bool read = true, write = false;
+  if (mem_index == 0) {
+    switch (op0_class(id)) {
+      case Op0::Write: read = false; write = true; break;
+      case Op0::Read: break;
+      case Op0::ReadWrite: write = true; break;
+    }
+  }
+
+  switch (id) {
+    case X86_INS_BT: case X86_INS_BTS: case X86_INS_BTR: case X86_INS_BTC:
+      // A register bit offset addresses a bit string beyond the operand (SDM "bit base,
+      // bit offset"): the CPU accesses the operand-size unit that holds the bit.
+      if (mem_index == 0 && x.op_count >= 2 && x.operands[1].type == X86_OP_REG) {
+        GprRef off = gpr(x.operands[1].reg);
+        if (off.slot == kNoReg || off.high8 || size == 0) {
+          r.exact = false;
+          return;
+        }
+        mt.index = off.slot;
+        mt.index_width = off.width;
+        mt.index_signed = true;
+        mt.index_sar = static_cast<uint8_t>(3 + log2_of(size));
+        mt.scale = static_cast<uint8_t>(size);
+      }
+      break;
+    case X86_INS_LFS: case X86_INS_LGS: case X86_INS_LSS:
+      // m16:16/32/64: offset then selector (capstone 4 always says 8).
+      size = x.operands[0].size + 2u;
+      break;
+    case X86_INS_FNSTSW:
+      size = 2;  // capstone 4 says 4
+      break;
+    default:
+      break;
+  }
+  if (size == 0) {
+    r.exact = false;
+    return;
+  }
+  r.add(mt, size, read, write);
+}
+
+}  // namespace
+
+struct AccessDecoder::Impl {
+  csh handle = 0;
+  cs_insn* insn = nullptr;
+  std::unordered_map<uint64_t, Recipe> cache;
+  AccessDecoderStats stats;
+
+  Impl() {
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) {
+      handle = 0;
+      return;
+    }
+    cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
+    insn = cs_malloc(handle);
+  }
+  ~Impl() {
+    if (insn) cs_free(insn, 1);
+    if (handle) cs_close(&handle);
+  }
+
+  // The recipe for the instruction at `addr`, from the cache when its bytes still match;
+  // nullptr when the bytes do not decode.
+  const Recipe* recipe(uint64_t addr, std::span<const uint8_t> code) {
+    if (auto it = cache.find(addr); it != cache.end()) {
+      const Recipe& c = it->second;
+      if (code.size() >= c.len && std::memcmp(c.bytes, code.data(), c.len) == 0) {
+        ++stats.cache_hits;
+        return &c;
+      }
+      cache.erase(it);
+    }
+    if (!handle || !insn) return nullptr;
+    ++stats.decodes;
+    const uint8_t* p = code.data();
+    size_t n = std::min(code.size(), kMaxInsnLen);
+    uint64_t at = addr;
+    if (n == 0 || !cs_disasm_iter(handle, &p, &n, &at, insn) || insn->size == 0 ||
+        insn->size > kMaxInsnLen)
+      return nullptr;
+    Recipe r;
+    r.len = static_cast<uint8_t>(insn->size);
+    std::memcpy(r.bytes, insn->bytes, r.len);
+    build(handle, *insn, r);
+    if (cache.size() >= kMaxCached) cache.clear();
+    return &cache.insert_or_assign(addr, r).first->second;
+  }
+};
+
+AccessDecoder::AccessDecoder() : impl_(std::make_unique<Impl>()) {}
+AccessDecoder::~AccessDecoder() = default;
+
+InsnAccesses AccessDecoder::decode(std::span<const uint8_t> code, const user_regs_struct& regs) {
+  InsnAccesses out;
+  decode(code, regs, out);
+  return out;
+}
+
+void AccessDecoder::decode(std::span<const uint8_t> code, const user_regs_struct& regs,
+                           InsnAccesses& out) {
+  out.accesses.clear();
+  out.exact = true;
+  out.len = 0;
+  const Recipe* r = impl_->recipe(regs.rip, code);
+  if (!r) {
+    out.exact = false;
+    return;
+  }
+  out.len = r->len;
+  out.exact = r->exact;
+  if (!r->exact) return;
+  if (r->rep_width) {
+    uint64_t count = regs.rcx;
+    if (r->rep_width == 4) count &= 0xffffffffu;
+    if (count == 0) return;  // rep with a zero count touches nothing
+  }
+  for (uint8_t i = 0; i < r->count; ++i) {
+    const AccessRecipe& a = r->acc[i];
+    out.accesses.push_back(MemAccess{evaluate(a.at, regs), a.size, a.read, a.write});
+  }
+}
+
+void AccessDecoder::invalidate(uint64_t addr, uint64_t len) {
+  if (len == 0) return;
+  auto& cache = impl_->cache;
+  uint64_t end = addr + len < addr ? UINT64_MAX : addr + len;
+  // An instruction starting up to kMaxInsnLen-1 bytes before addr may cover it.
+  uint64_t from = addr >= kMaxInsnLen - 1 ? addr - (kMaxInsnLen - 1) : 0;
+  auto overlaps = [&](uint64_t start, const Recipe& r) { return start < end && start + r.len > addr; };
+  if (end - from <= 4 * cache.size()) {
+    for (uint64_t a = from; a < end; ++a)
+      if (auto it = cache.find(a); it != cache.end() && overlaps(a, it->second)) cache.erase(it);
+  } else {
+    for (auto it = cache.begin(); it != cache.end();)
+      it = overlaps(it->first, it->second) ? cache.erase(it) : std::next(it);
+  }
+}
+
+void AccessDecoder::clear() { impl_->cache.clear(); }
+
+AccessDecoderStats AccessDecoder::stats() const {
+  AccessDecoderStats s = impl_->stats;
+  s.cached = impl_->cache.size();
+  return s;
+}
+
+}  // namespace backend

@@ -1,0 +1,117 @@
+// Which memory one x86-64 instruction accesses, computed from its operands and the registers.
+//
+// Used to emulate hardware watchpoints where the VM drops debug-register traps: the server
+// single-steps and, before each step, asks for the accesses of the instruction at rip; after the
+// step it stops when an access overlaps a watched range of the right kind, as DR7 would.
+//
+// Each address is decoded once (capstone, detail on) into a small recipe (per access: segment,
+// base, index, scale, displacement, size, read/write) which is cached by address and evaluated
+// with the registers on every call. A cached recipe is used only if the instruction bytes passed
+// in still equal the bytes it was decoded from, so self-modifying code is safe even without
+// invalidate(); invalidate() keeps the cache from holding dead entries.
+//
+// Semantics (Intel SDM; the real-CPU table test in tests/unit/backend/test_mem_access.cc checks
+// each class of instruction named here):
+// - Memory operands: base + index*scale + disp; RIP-relative is relative to the next
+//   instruction; 0x67 wraps the effective address to 32 bits; fs:/gs: add fs_base/gs_base after
+//   that; cs/ds/es/ss overrides are flat in 64-bit mode.
+// - Read/write: capstone 4's access flags are wrong for many stores (fstp, movq, pextr*, every
+//   VEX/EVEX store, cmpxchg, rol/ror/rcl/rcr...), so they are not used. A memory operand that is
+//   not the first (destination) operand is read. A first operand is read-modify-write for the
+//   RMW instructions (add..xor, inc/dec/neg/not, shifts/rotates, bts/btr/btc, xadd, xchg,
+//   cmpxchg/8b/16b), read for the instructions that only read it (cmp, test, bt, push, call,
+//   jmp, mul/div, x87 loads and arithmetic, fldcw, ldmxcsr, verr/verw), and written otherwise.
+// - cmpxchg (all forms) is read+write whether or not it succeeds: the CPU always writes
+//   (the old value, on failure).
+// - No access: lea, nop r/m (multi-byte nops and the 0f 18..1f hint space, bnd* included),
+//   prefetch*, clflush, clflushopt, clwb, and everything without a memory operand (cpuid, rdpid,
+//   rdtsc, mov to/from a register, in/out, int3, int1, ud2, hlt...).
+// - Implicit stack accesses (8 bytes, 2 with a 0x66 prefix where the CPU honours it): push
+//   (write at rsp-size; `push [rsp+..]` reads its source with the old rsp), pop (read at rsp;
+//   `pop [rsp+..]` computes its destination with the incremented rsp), call (write 8 at rsp-8;
+//   `call [mem]` also reads the pointer), ret/ret imm (read 8 at rsp), pushf/popf, push fs/gs
+//   (writes the whole 8-byte slot), pop fs/gs (reads only the 2-byte selector at rsp), enter
+//   (push rbp, plus the frame-pointer display for a nesting level > 0, read from rbp; the write
+//   probe ENTER makes at the final rsp is not an access: no watchpoint fires there), leave
+//   (read 8 at rbp).
+// - String instructions (movs/stos/lods/cmps/scas): one element, at rsi (with the segment
+//   override) and/or rdi (never overridden), element size from the opcode and operand size;
+//   the direction flag does not matter for the element accessed first. With rep/repe/repne a
+//   single step executes ONE iteration (the CPU traps after each), so the same one element is
+//   reported; rep with rcx (ecx under 0x67) == 0 accesses nothing.
+// - xlat reads 1 byte at [rbx + al]; maskmovq/maskmovdqu write 8/16 bytes at [rdi] (all of
+//   them, whatever the mask).
+// - Masked stores and loads (AVX-512 {k}, vmaskmov/vpmaskmov, compress/expand) count as
+//   accessing the FULL memory operand: a superset of what the CPU touches; computing the mask
+//   would need the vector and mask registers, which user_regs_struct does not hold.
+// - AVX-512 embedded broadcast ({1toN}) reads one element; down-converting stores (vpmov*)
+//   and vcvtps2ph write their narrower memory operand; lfs/lgs/lss read operand size + 2.
+// - bt/bts/btr/btc with a register bit offset and a memory operand address a bit string: the
+//   access is operand-size bytes at EA + opsize * floor(offset / (8 * opsize)), the offset being
+//   the register read as a signed operand-size integer. With an immediate offset the access is
+//   at EA (the offset is taken modulo the operand size).
+// - x87: m16/m32/m64/m80 sizes from the operand (fld/fstp/fbld/fbstp m80 = 10 bytes);
+//   fnstsw m16 is 2 bytes (capstone says 4).
+// - exact=false (the caller compares the watched bytes after the step): the xsave/xrstor and
+//   fxsave/fxrstor families, fnsave/frstor/fldenv/fnstenv, gathers/scatters and the gather/scatter
+//   prefetches (any VSIB operand), syscall/sysenter/sysexit/sysret, int n/into, iret, far
+//   call/jmp/ret, ins/outs, sgdt/sidt/sldt/str/smsw (the kernel may emulate them under UMIP and
+//   write memory), the privileged descriptor-table/VMX/TLB instructions, bndmov/bndldx/bndstx,
+//   enter/leave with a 0x66 prefix, and anything capstone 4 cannot decode (len = 0 then):
+//   among them movdir64b, movdiri, enqcmd(s), clzero, cldemote, ptwrite, rdpid, vbroadcasti128.
+#pragma once
+
+#include <sys/user.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace backend {
+
+struct MemAccess {
+  uint64_t addr = 0;
+  uint32_t size = 0;  // bytes
+  bool read = false;
+  bool write = false;
+};
+
+struct InsnAccesses {
+  std::vector<MemAccess> accesses;  // what ONE single-step execution of the instruction touches
+  bool exact = true;  // false: accesses cannot be computed (see the header comment): the caller
+                      // compares the watched bytes after the step
+  uint8_t len = 0;    // instruction length, 0 = undecodable
+};
+
+// Counters that show the cache at work (tests, diagnostics).
+struct AccessDecoderStats {
+  uint64_t decodes = 0;     // calls that ran capstone
+  uint64_t cache_hits = 0;  // calls answered from a cached recipe
+  size_t cached = 0;        // recipes held now
+};
+
+class AccessDecoder {  // owns a capstone handle (CS_ARCH_X86, CS_MODE_64, detail on)
+ public:
+  AccessDecoder();
+  ~AccessDecoder();
+  AccessDecoder(const AccessDecoder&) = delete;
+  AccessDecoder& operator=(const AccessDecoder&) = delete;
+
+  // `code` holds the instruction bytes at regs.rip (up to 15+ bytes; may be shorter near the end
+  // of a mapping). Never throws; bad/short input -> exact=false, len=0.
+  InsnAccesses decode(std::span<const uint8_t> code, const user_regs_struct& regs);
+  // Same, into `out` (cleared first): reuses out.accesses' storage on the hot path.
+  void decode(std::span<const uint8_t> code, const user_regs_struct& regs, InsnAccesses& out);
+  // Forget cached decodings in [addr, addr+len) (code was written).
+  void invalidate(uint64_t addr, uint64_t len);
+  void clear();
+  AccessDecoderStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace backend
