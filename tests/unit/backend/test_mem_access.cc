@@ -106,7 +106,9 @@ bool has_avx512f() { return has_avx2() && cpu_has(7, 0, 1, 16); }
     asm volatile("movdqu (%0), %%xmm0\n\tmovdqu (%1), %%xmm1" :: "r"(kVectors.v0), "r"(kVectors.v1)
                  : "memory");
   }
-  // st0 = pi for the x87 stores; then kill(getpid(), SIGSTOP) straight from asm.
+  // mm0/mm1 = the low quadwords of v0/v1 (fninit keeps register contents), st0 = pi for the
+  // x87 stores; then kill(getpid(), SIGSTOP) straight from asm.
+  asm volatile("movq (%0), %%mm0\n\tmovq (%1), %%mm1" :: "r"(kVectors.v0), "r"(kVectors.v1) : "memory");
   long ret;
   asm volatile("fninit\n\tfldpi\n\tsyscall"
                : "=a"(ret)
@@ -562,6 +564,10 @@ std::vector<Entry> table() {
   E("movabs al, [moffs64]", {0xa0, 0x10, 0x10, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00}, "R1")
       .then(loads_into(&R::rax, 1));
   E("mov [rbx], ds", {0x8c, 0x1b}, "W2", rbx_at(kP1 - 1));
+  E("mov ds, [rbx] (null selector)", {0x8e, 0x1b}, "R2", [](Setup& s) {
+    s.regs.rbx = kP1 - 1;
+    s.poke16(kP1 - 1, 0);
+  });
   E("movzx eax, word [rbx]", {0x0f, 0xb7, 0x03}, "R2", rbx_at(kP1 - 1)).then(loads_into(&R::rax, 2));
   E("movsxd rax, dword [rbx]", {0x48, 0x63, 0x03}, "R4", rbx_at(kP1 - 2)).then(loads_into(&R::rax, 4));
 
@@ -762,6 +768,8 @@ std::vector<Entry> table() {
     s.pokes.emplace_back(kP1 + 1, 0);
   });
   E("stmxcsr [rbx]", {0x0f, 0xae, 0x1b}, "W4", rbx_at(kP1 - 2));
+  E("maskmovq mm0, mm1 (implicit [rdi], masked)", {0x0f, 0xf7, 0xc1}, "W8", [](Setup& s) { s.regs.rdi = kP1 + 0x60; })
+      .writes_part();
   E("maskmovdqu xmm0, xmm1 (implicit [rdi], masked)", {0x66, 0x0f, 0xf7, 0xc1}, "W16",
     [](Setup& s) { s.regs.rdi = kP1 + 0x50; })
       .writes_part().may_touch_less();
@@ -817,6 +825,8 @@ std::vector<Entry> table() {
   E("clflushopt [rbx]", {0x66, 0x0f, 0xae, 0x3b}, "R1", rbx_at(kP1 - 1));
   E("clwb [rbx]", {0x66, 0x0f, 0xae, 0x33}, "R1", rbx_at(kP1 + 0x13));
   E("cpuid", {0x0f, 0xa2}, "");
+  E("rdpid rax (capstone 4 calls it rdseed)", {0xf3, 0x0f, 0xc7, 0xf8}, "", [](Setup& s) { s.regs.rax = kP1; });
+  E("int3", {0xcc}, "").stays();  // stops with SIGTRAP after it, like a single step
 
   // --- exact=false
   E("vpgatherdd ymm2, [rax+ymm3*4], ymm4", {0xc4, 0xe2, 0x5d, 0x90, 0x14, 0x98}, "?");
@@ -826,6 +836,14 @@ std::vector<Entry> table() {
   E("syscall", {0x0f, 0x05}, "?");
   E("int 0x80", {0xcd, 0x80}, "?");
   E("iretq", {0x48, 0xcf}, "?");
+  E("insb", {0x6c}, "?");
+  E("rep outsb", {0xf3, 0x6e}, "?");
+  E("fnstenv [rbx]", {0xd9, 0x33}, "?");
+  E("frstor [rbx]", {0xdd, 0x23}, "?");
+  E("movdir64b rax, [rbx] (capstone 4 cannot decode it)", {0x66, 0x0f, 0x38, 0xf8, 0x03}, "?");
+  E("clzero (AMD; capstone 4 cannot decode it)", {0x0f, 0x01, 0xfc}, "?");
+  E("lcall [rbx]", {0xff, 0x1b}, "?");
+  E("sgdt [rbx]", {0x0f, 0x01, 0x03}, "?");
   return t;
 }
 
