@@ -314,9 +314,15 @@ std::vector<uint8_t> code_bytes(const Entry& e) {
   return code;
 }
 
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
 std::string describe(const InsnAccesses& a) {
   std::string s = shape_of(a) + " at";
-  for (const MemAccess& m : a.accesses) s += " 0x" + [&] { char b[32]; std::snprintf(b, sizeof b, "%llx", (unsigned long long)m.addr); return std::string(b); }();
+  for (const MemAccess& m : a.accesses) s += " " + hex(m.addr);
   return s;
 }
 
@@ -333,20 +339,10 @@ const std::string& dr7_unavailable(int vector_level) {
     Prot rw[kPages] = {Prot::RW, Prot::RW, Prot::RW};
     StepResult r = run_step(store, s, rw, false, vector_level, {{kP1 + 0x40, true}});
     if (r.signo != SIGTRAP) return "the probe store did not complete";
-    if (!(r.dr6 & 1)) return "a write watchpoint on a stored quadword did not fire (DR6 = 0x" + [&] {
-      char b[32];
-      std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(r.dr6));
-      return std::string(b);
-    }() + ")";
+    if (!(r.dr6 & 1)) return "a write watchpoint on a stored quadword did not fire (DR6 = " + hex(r.dr6) + ")";
     return {};
   }();
   return why;
-}
-
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
 }
 
 // Where the CPU contradicts `acc` (computed for the entry's instruction and registers), given
@@ -609,7 +605,10 @@ std::vector<Entry> table() {
   E("pushfq", {0x9c}, "W8", [](Setup& s) { s.regs.rsp = kP1 + 4; });
   E("popfq", {0x9d}, "R8", [](Setup& s) { s.regs.rsp = kP1 - 4; s.poke64(kP1 - 4, 0x246); });
   E("push fs (writes the whole slot)", {0x0f, 0xa0}, "W8", [](Setup& s) { s.regs.rsp = kP1 + 6; });
-  E("pop gs (null selector; reads 2 of the 8 bytes)", {0x0f, 0xa9}, "R2", [](Setup& s) { s.regs.rsp = kP1 - 2; s.poke64(kP1 - 2, 0); });
+  E("pop gs (null selector; reads 2 of the 8 bytes)", {0x0f, 0xa9}, "R2", [](Setup& s) {
+    s.regs.rsp = kP1 - 2;
+    s.poke64(kP1 - 2, 0);
+  });
   E("call rel32", with_disp32({0xe8, 0, 0, 0, 0}, 1, rel32(kCode + 5, kFar)), "W8",
     [](Setup& s) { s.regs.rsp = kP1 + 4; })
       .stays().then(rip_is(kFar));
