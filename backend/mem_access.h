@@ -10,8 +10,10 @@
 // in still equal the bytes it was decoded from, so self-modifying code is safe even without
 // invalidate(); invalidate() keeps the cache from holding dead entries.
 //
-// Semantics (Intel SDM; the real-CPU table test in tests/unit/backend/test_mem_access.cc checks
-// each class of instruction named here):
+// Semantics: the Intel SDM, checked on the CPU by tests/unit/backend/test_mem_access.cc (a table
+// of instructions, each single-stepped in a child and compared with the bytes it wrote, the page
+// faults it takes under PROT_NONE/PROT_READ, and the debug-register watchpoints it fires), and by
+// its hidden sweep of every form capstone 4 decodes:
 // - Memory operands: base + index*scale + disp; RIP-relative is relative to the next
 //   instruction; 0x67 wraps the effective address to 32 bits; fs:/gs: add fs_base/gs_base after
 //   that; cs/ds/es/ss overrides are flat in 64-bit mode.
@@ -23,9 +25,11 @@
 //   jmp, mul/div, x87 loads and arithmetic, fldcw, ldmxcsr, verr/verw), and written otherwise.
 // - cmpxchg (all forms) is read+write whether or not it succeeds: the CPU always writes
 //   (the old value, on failure).
-// - No access: lea, nop r/m (multi-byte nops and the 0f 18..1f hint space, bnd* included),
-//   prefetch*, clflush, clflushopt, clwb, and everything without a memory operand (cpuid, rdpid,
-//   rdtsc, mov to/from a register, in/out, int3, int1, ud2, hlt...).
+// - No access: lea, nop r/m (multi-byte nops and the 0f 18..1f hint space: bnd*, cldemote),
+//   prefetch*, and everything without a memory operand (cpuid, rdpid, rdtsc, mov between
+//   registers, in/out, int3, int1, ud2, hlt...). No watchpoint fires for any of them.
+// - clflush, clflushopt, clwb: a 1-byte read of the byte named (they fire an access watchpoint,
+//   not a write one).
 // - Implicit stack accesses (8 bytes, 2 with a 0x66 prefix where the CPU honours it): push
 //   (write at rsp-size; `push [rsp+..]` reads its source with the old rsp), pop (read at rsp;
 //   `pop [rsp+..]` computes its destination with the incremented rsp), call (write 8 at rsp-8;
@@ -42,10 +46,13 @@
 // - xlat reads 1 byte at [rbx + al]; maskmovq/maskmovdqu write 8/16 bytes at [rdi] (all of
 //   them, whatever the mask).
 // - Masked stores and loads (AVX-512 {k}, vmaskmov/vpmaskmov, compress/expand) count as
-//   accessing the FULL memory operand: a superset of what the CPU touches; computing the mask
-//   would need the vector and mask registers, which user_regs_struct does not hold.
-// - AVX-512 embedded broadcast ({1toN}) reads one element; down-converting stores (vpmov*)
-//   and vcvtps2ph write their narrower memory operand; lfs/lgs/lss read operand size + 2.
+//   accessing the FULL memory operand: a superset of what the CPU touches (no watchpoint fires
+//   and no fault happens for masked-off elements), so a watchpoint there may stop spuriously.
+//   Computing the mask would need the vector and mask registers, which user_regs_struct lacks.
+// - AVX-512 embedded broadcast ({1toN}) reads one element; widening loads ((v)pmovzx/sx) and
+//   narrowing stores (vpmov[s|us]xy, vcvtps2ph) access their narrower memory operand; scalar
+//   ss/sd operations 4/8 bytes; lfs/lgs/lss operand size + 2. capstone 4 reports several of
+//   these wrong (EVEX scalars, (v)comiss/sd, EVEX vmovq, 8:1 vpmov*); they are corrected here.
 // - bt/bts/btr/btc with a register bit offset and a memory operand address a bit string: the
 //   access is operand-size bytes at EA + opsize * floor(offset / (8 * opsize)), the offset being
 //   the register read as a signed operand-size integer. With an immediate offset the access is
@@ -58,7 +65,10 @@
 //   call/jmp/ret, ins/outs, sgdt/sidt/sldt/str/smsw (the kernel may emulate them under UMIP and
 //   write memory), the privileged descriptor-table/VMX/TLB instructions, bndmov/bndldx/bndstx,
 //   enter/leave with a 0x66 prefix, and anything capstone 4 cannot decode (len = 0 then):
-//   among them movdir64b, movdiri, enqcmd(s), clzero, cldemote, ptwrite, rdpid, vbroadcasti128.
+//   among them movdir64b, movdiri, enqcmd(s), clzero, vbroadcasti128, vcompressps. (capstone 4
+//   also reads ptwrite and a few other F3 0F AE forms as xsave*: exact=false as well.)
+//
+// Not thread-safe: one decoder per user (it holds the capstone handle and the cache).
 #pragma once
 
 #include <sys/user.h>
