@@ -12,9 +12,23 @@ Result<void> write_byte(const ProcMemory& mem, uint64_t addr, uint8_t byte) {
 }
 }  // namespace
 
+int& SoftwareBreakpoints::refs_of(Entry& e, BreakpointOwner owner) {
+  switch (owner) {
+    case BreakpointOwner::Client: return e.client_refs;
+    case BreakpointOwner::ClientHardware: return e.hardware_refs;
+    case BreakpointOwner::Internal: break;
+  }
+  return e.internal_refs;
+}
+
 bool SoftwareBreakpoints::has_client(uint64_t addr) const {
   auto it = table_.find(addr);
-  return it != table_.end() && it->second.client_refs > 0;
+  return it != table_.end() && it->second.client_refs + it->second.hardware_refs > 0;
+}
+
+bool SoftwareBreakpoints::client_is_hardware(uint64_t addr) const {
+  auto it = table_.find(addr);
+  return it != table_.end() && it->second.client_refs == 0 && it->second.hardware_refs > 0;
 }
 
 bool SoftwareBreakpoints::has_internal(uint64_t addr) const {
@@ -33,16 +47,17 @@ Result<void> SoftwareBreakpoints::insert(const ProcMemory& mem, uint64_t addr, B
     it = table_.emplace(addr, Entry{original}).first;
     history_.insert(addr);
   }
-  (owner == BreakpointOwner::Client ? it->second.client_refs : it->second.internal_refs)++;
+  refs_of(it->second, owner)++;
   return {};
 }
 
 Result<void> SoftwareBreakpoints::remove(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner) {
   auto it = table_.find(addr);
   if (it == table_.end()) return Error{ENOENT, fmt::format("No breakpoint at {:#x}", addr)};
-  int& refs = owner == BreakpointOwner::Client ? it->second.client_refs : it->second.internal_refs;
+  int& refs = refs_of(it->second, owner);
   if (refs == 0) return Error{ENOENT, fmt::format("No breakpoint at {:#x}", addr)};
-  if (--refs > 0 || it->second.client_refs + it->second.internal_refs > 0) return {};
+  --refs;
+  if (it->second.client_refs + it->second.hardware_refs + it->second.internal_refs > 0) return {};
   Entry e = it->second;
   table_.erase(it);
   if (e.lifted) return {};

@@ -1,5 +1,6 @@
 // Software breakpoints (int3) with shadow bytes. One entry per address, refcounted per owner so
-// the client (Z0) and internal users (software tracer, stepbranch) can share an address.
+// the client (Z0, and Z1 where hardware breakpoints are emulated) and internal users (software
+// tracer, stepbranch) can share an address.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,9 @@
 
 namespace backend {
 
-enum class BreakpointOwner { Client, Internal };
+// ClientHardware: a client's hardware breakpoint (Z1) emulated with an int3 where the debug
+// registers do not trap; it is reported as a hardware breakpoint.
+enum class BreakpointOwner { Client, ClientHardware, Internal };
 
 class SoftwareBreakpoints {
  public:
@@ -24,7 +27,9 @@ class SoftwareBreakpoints {
   bool contains(uint64_t addr) const { return table_.count(addr) != 0; }
   // Whether an int3 of ours has ever been at addr (a trap reported after its removal is ours).
   bool ever_inserted(uint64_t addr) const { return history_.count(addr) != 0; }
-  bool has_client(uint64_t addr) const;
+  bool has_client(uint64_t addr) const;  // Client or ClientHardware
+  // Only emulated hardware breakpoints of the client there: report the stop as a hardware one.
+  bool client_is_hardware(uint64_t addr) const;
   bool has_internal(uint64_t addr) const;
   bool empty() const { return table_.empty(); }
 
@@ -53,9 +58,11 @@ class SoftwareBreakpoints {
   struct Entry {
     uint8_t original = 0;
     int client_refs = 0;
+    int hardware_refs = 0;
     int internal_refs = 0;
     bool lifted = false;
   };
+  static int& refs_of(Entry& e, BreakpointOwner owner);
   std::map<uint64_t, Entry> table_;
   std::set<uint64_t> history_;  // bounded by the code's distinct breakpoint addresses
 };

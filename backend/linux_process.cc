@@ -70,6 +70,12 @@ LinuxProcess::LinuxProcess(pid_t pid, bool attached)
       code_cache_([this](uint64_t addr, std::span<uint8_t> out) -> size_t {
         auto n = read_memory(addr, out);  // through the breakpoint shadow: original bytes
         return n ? *n : 0;
+      }),
+      watch_reader_([this](uint64_t addr, std::span<uint8_t> out) {
+        auto n = mem_.read(addr, out);
+        if (!n || *n != out.size()) return false;
+        breakpoints_.unshadow(addr, out);
+        return true;
       }) {}
 
 void LinuxProcess::set_trace_source(TraceSource source) {
@@ -111,6 +117,8 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH))
     return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
   std::unique_ptr<LinuxProcess> p(new LinuxProcess(pid, true));
+  int first_signal = 0;
+  pid_t first_signal_tid = pid;
   // Threads may be created while we attach: re-scan until no new one shows up.
   for (bool added = true; added;) {
     added = false;
@@ -128,7 +136,8 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
         return errno_error(fmt::format("Cannot attach to process {}", pid), e);
       }
       Thread t{tid};
-      // Wait for the attach SIGSTOP; any other signal that comes first is passed on later.
+      // Wait for the attach SIGSTOP. A signal that comes first is what the attach stop reports
+      // (as gdbserver does); the client decides whether to pass it on.
       for (;;) {
         int status = 0;
         if (::waitpid(tid, &status, __WALL) < 0) {
@@ -137,7 +146,10 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
         }
         if (!WIFSTOPPED(status)) break;
         if (WSTOPSIG(status) == SIGSTOP) break;
-        if (WSTOPSIG(status) != SIGTRAP) t.deliver_signal = WSTOPSIG(status);
+        if (WSTOPSIG(status) != SIGTRAP && !first_signal) {
+          first_signal = WSTOPSIG(status);
+          first_signal_tid = tid;
+        }
         ::ptrace(PTRACE_CONT, tid, nullptr, nullptr);
       }
       p->threads_[tid] = t;
@@ -149,7 +161,12 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
     return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
   }
   for (auto& [tid, t] : p->threads_) p->set_trace_options(tid);
-  p->last_stop_ = p->make_event(StopKind::Signal, pid, 0);  // GDB shows T00 after attach
+  if (first_signal && p->threads_.count(first_signal_tid)) {
+    p->last_stop_ = p->make_event(StopKind::Signal, first_signal_tid, first_signal);
+    p->threads_[first_signal_tid].last_signal = first_signal;
+  } else {
+    p->last_stop_ = p->make_event(StopKind::Signal, pid, 0);  // GDB shows T00 after attach
+  }
   return p;
 }
 
@@ -157,10 +174,21 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
 
 std::vector<pid_t> LinuxProcess::threads() const {
   std::vector<pid_t> out;
-  if (threads_.count(pid_)) out.push_back(pid_);
+  if (has_thread(pid_)) out.push_back(pid_);
   for (const auto& [tid, t] : threads_)
     if (tid != pid_) out.push_back(tid);
   return out;
+}
+
+bool LinuxProcess::leader_is_zombie(Thread& leader) {
+  if (leader.zombie) return true;
+  if (leader.tid != pid_ || threads_.size() < 2) return false;
+  char state = read_thread_state(pid_, pid_);
+  if (state != 'Z' && state != 'X') return false;
+  leader.zombie = true;
+  leader.running = false;
+  leader.sigstop_expected = false;
+  return true;
 }
 
 std::string LinuxProcess::thread_name(pid_t tid) const { return read_thread_name(pid_, tid); }
@@ -181,6 +209,19 @@ void LinuxProcess::set_pc(pid_t tid, uint64_t pc) const {
   ::ptrace(PTRACE_POKEUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), reinterpret_cast<void*>(pc));
 }
 
+StopEvent LinuxProcess::watch_event(pid_t tid, const WatchHit& hit) const {
+  StopEvent ev = make_event(StopKind::Watchpoint, tid, SIGTRAP);
+  ev.watch_addr = hit.addr;
+  ev.watch_type = hit.kind == HwKind::Write ? WatchType::Write
+                  : hit.kind == HwKind::Read ? WatchType::Read : WatchType::Access;
+  return ev;
+}
+
+bool LinuxProcess::at_syscall(pid_t tid) {
+  auto insn = code_cache_.insn_at(get_pc(tid));
+  return insn && insn->second && insn->second->kind == FlowKind::Syscall;
+}
+
 StopEvent LinuxProcess::make_event(StopKind kind, pid_t tid, int signo) const {
   StopEvent ev;
   ev.kind = kind;
@@ -199,11 +240,17 @@ bool LinuxProcess::all_stopped() const {
 // ---------------------------------------------------------------- execution
 
 Result<void> LinuxProcess::resume(const ResumePlan& plan) {
+  if (!alive_ && exit_unreported_) {  // it exited while paused: that is the event now
+    ready_event_ = last_stop_;
+    running_ = true;
+    return {};
+  }
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
   if (running_) return Error{EBUSY, "The process is already running."};
 
   std::map<pid_t, ResumeAction> actions;
   for (const auto& [tid, t] : threads_) {
+    if (t.zombie) continue;
     auto it = plan.threads.find(tid);
     std::optional<ResumeAction> a = it != plan.threads.end() ? std::optional(it->second) : plan.others;
     if (a && a->kind != ResumeKind::Stop) actions[tid] = *a;
@@ -227,6 +274,7 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
     return {};
   }
 
+  step_over_clients_ = plan.step_over_client_breakpoints;
   for (auto& [tid, a] : actions) {
     Thread& t = threads_[tid];
     t.action = a;
@@ -240,10 +288,11 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
   return {};
 }
 
-// Resumes the deferred threads. A thread sitting on an int3 (ours or the client's) first
-// executes the instruction there: a control-flow instruction is emulated in place (so a shared
-// int3 is never lifted while others run), anything else is stepped over with the int3 lifted
-// while the others wait.
+// Resumes the deferred threads. A thread sitting on an int3 of ours (or of an LLDB client)
+// first executes the instruction there: a control-flow instruction is emulated in place (so a
+// shared int3 is never lifted while others run), anything else is stepped over with the int3
+// lifted while the others wait. A GDB client's breakpoint at the pc is hit at once instead.
+// Under emulated watchpoints every step is checked, so nothing is emulated: the step-over runs.
 void LinuxProcess::start_deferred() {
   int emulations = 0;
   for (auto it = deferred_.begin(); it != deferred_.end();) {
@@ -253,12 +302,12 @@ void LinuxProcess::start_deferred() {
       continue;
     }
     uint64_t pc = get_pc(t->tid);
-    if (!breakpoints_.contains(pc)) {
+    if (!breakpoints_.contains(pc) || (!step_over_clients_ && breakpoints_.has_client(pc))) {
       ++it;
       continue;
     }
     int signo = it->second.signo;
-    if (signo == 0 && it->second.kind != ResumeKind::Stop) {
+    if (signo == 0 && it->second.kind != ResumeKind::Stop && !watch_stepping()) {
       auto insn = code_cache_.insn_at(pc);
       if (insn && insn->second && flow_is_emulatable(insn->second->kind)) {
         if (auto out = emulate(*t, *insn->second)) {
@@ -304,21 +353,44 @@ void LinuxProcess::start_deferred() {
 
 void LinuxProcess::resume_thread(Thread& t, int signo) {
   if (event_) return;  // everybody is being stopped for a reported event: stay stopped
+  if (t.watch_hit) return report(t, watch_event(t.tid, *t.watch_hit));
+  if (watch_stepping() && (t.mode == RunMode::Traced ||
+                           (t.mode == RunMode::Normal && t.action.kind == ResumeKind::Continue))) {
+    // A continue becomes checked single steps; a traced thread records each step's branch.
+    arm(t, 0);
+    t.plan.clear();
+    t.mode = RunMode::WatchStep;
+  }
   bool single = t.mode == RunMode::StepOverBreakpoint || t.mode == RunMode::RangeStep ||
-                t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry ||
+                t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry || t.mode == RunMode::WatchStep ||
                 (t.mode == RunMode::Normal && t.action.kind == ResumeKind::Step);
   bool block = t.mode == RunMode::StepBranch && t.singleblock;
+  if (watch_stepping() && !block) {
+    // Every instruction a thread runs while watchpoints are emulated is checked: work out what
+    // this one accesses now (a syscall stepped through its entry and exit stops keeps the
+    // check made before it).
+    if (!(t.watch_step && t.in_syscall)) {
+      user_regs_struct gp{};
+      if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return;  // gone: its exit status tells
+      t.watch_step = watch_.prepare(gp, signo == 0, watch_reader_);
+    }
+    single = true;
+  }
   if (single && traced(t.tid) && t.mode != RunMode::FlowStep && t.mode != RunMode::SignalEntry) {
     // A client step of a traced thread: remember where it was to record a branch it takes.
     t.step_from = get_pc(t.tid);
     t.step_into_handler = signo != 0 && signal_is_caught(pid_, signo);
     if (t.step_into_handler) t.signal_from = insn_before_pc(t, t.step_from).value_or(0);
   }
-  // A plain continue stops at syscalls while the client catches them.
-  long request = block    ? kPtraceSingleblock
-                 : single ? long{PTRACE_SINGLESTEP}
-                 : catch_syscalls_ && t.mode == RunMode::Normal ? long{PTRACE_SYSCALL}
-                                                                : long{PTRACE_CONT};
+  // A plain continue stops at syscalls while the client catches them; so does a checked
+  // step over a syscall instruction (a single step would run through the syscall unseen).
+  bool syscall_stops = catch_syscalls_ && (t.mode == RunMode::Normal ||
+                                           (t.mode == RunMode::WatchStep && (t.in_syscall || at_syscall(t.tid))));
+  long request = block                      ? kPtraceSingleblock
+                 : syscall_stops && (!single || t.mode == RunMode::WatchStep) ? long{PTRACE_SYSCALL}
+                 : single                   ? long{PTRACE_SINGLESTEP}
+                                            : long{PTRACE_CONT};
+  if (request == PTRACE_SYSCALL) single = false;
   if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
                reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
     return;  // ESRCH: the thread is gone; its exit status will tell
@@ -331,7 +403,7 @@ void LinuxProcess::interrupt() {
   if (!alive_ || !running_ || event_ || ready_event_) return;
   // A SIGSTOP of ours, reported as SIGINT: nothing stale is left to deliver afterwards.
   Thread* target = find(pid_);
-  if (!target || !target->running) {
+  if (!target || !target->running || leader_is_zombie(*target)) {
     target = nullptr;
     for (auto& [tid, t] : threads_)
       if (t.running) { target = &t; break; }
@@ -349,7 +421,8 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
     ready_event_.reset();
     running_ = false;
     interrupt_requested_ = false;
-    last_stop_ = ev;
+    if (ev.kind == StopKind::Exited || ev.kind == StopKind::Killed) exit_unreported_ = false;
+    if (ev.kind != StopKind::NoResumed) last_stop_ = ev;
     return ev;
   };
   if (ready_event_) return finish(*ready_event_);
@@ -395,7 +468,20 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
     break;
   }
   if (!alive_) return finish(last_stop_);  // forget_process() put the exit event there
+  if (running_ && !event_ && handled == 0) {
+    // A running leader that called pthread_exit becomes a zombie without any wait status;
+    // look for it now and then (not on every poll: it costs a /proc read).
+    auto now = std::chrono::steady_clock::now();
+    Thread* leader = find(pid_);
+    if (leader && leader->running && now >= next_zombie_check_) {
+      next_zombie_check_ = now + std::chrono::milliseconds(20);
+      (void)leader_is_zombie(*leader);
+    }
+  }
   if (event_ && all_stopped()) return finish(*event_);
+  // Every thread the client resumed has exited (the others it left stopped): nothing will ever
+  // report otherwise (gdbserver's "no resumed" stop).
+  if (running_ && !event_ && deferred_.empty() && all_stopped()) return finish(make_event(StopKind::NoResumed, 0));
   return std::nullopt;
 }
 
@@ -409,6 +495,7 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
   mem_.close();
   breakpoints_.clear();
   debug_.clear();
+  watch_.clear();
   last_stop_ = std::move(exit_event);
 }
 
@@ -422,6 +509,7 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
       StopEvent ev = WIFEXITED(status) ? make_event(StopKind::Exited, tid) : make_event(StopKind::Killed, tid, WTERMSIG(status));
       ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
       forget_process(ev);
+      exit_unreported_ = true;
     } else {
       arm(*t, 0);
       if (t->lifted) (void)breakpoints_.lower(mem_, t->lifted);
@@ -478,12 +566,10 @@ void LinuxProcess::handle_trap(Thread& t) {
   // Hardware breakpoints and watchpoints first (DR6 says which slot fired).
   if (auto hit = debug_.take_hit(t.tid)) {
     if (hit->kind == HwKind::Execute) return report(t, make_event(StopKind::HwBreakpoint, t.tid, SIGTRAP));
-    StopEvent ev = make_event(StopKind::Watchpoint, t.tid, SIGTRAP);
-    ev.watch_addr = hit->addr;
-    ev.watch_type = hit->kind == HwKind::Write ? WatchType::Write
-                    : hit->kind == HwKind::Read ? WatchType::Read : WatchType::Access;
-    return report(t, ev);
+    return report(t, watch_event(t.tid, WatchHit{hit->kind, hit->addr}));
   }
+  // A checked step that ended in anything but a step trap (an int3 ran instead) checks nothing.
+  if (!(t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL)) t.watch_step.reset();
   uint64_t pc = get_pc(t.tid);
   if (t.mode == RunMode::FlowStep && si.si_code == SI_KERNEL && t.lifted && pc - 1 == t.lifted) {
     // The stepped instruction is the program's own int3 (a Trap we let the CPU run).
@@ -504,7 +590,8 @@ void LinuxProcess::handle_trap(Thread& t) {
       if (!event_) stepbranch_run(t);
       return;
     }
-    return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
+    bool hardware = breakpoints_.client_is_hardware(pc - 1);
+    return report(t, make_event(hardware ? StopKind::HwBreakpoint : StopKind::Breakpoint, t.tid, SIGTRAP));
   }
   if (t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL) return handle_step_done(t);
   if (si.si_code == SI_KERNEL && vanished_breakpoint(pc - 1)) {
@@ -531,6 +618,12 @@ bool LinuxProcess::vanished_breakpoint(uint64_t addr) const {
 }
 
 void LinuxProcess::handle_step_done(Thread& t) {
+  if (t.watch_step) {
+    // Whatever the mode does next, a hit stops the thread here: report() and resume_thread()
+    // both give way to it.
+    t.watch_hit = watch_.check(*t.watch_step, watch_reader_);
+    t.watch_step.reset();
+  }
   uint64_t pc = get_pc(t.tid);
   if (t.mode == RunMode::FlowStep) return flow_step_done(t);
   if (t.mode == RunMode::SignalEntry) {
@@ -542,8 +635,12 @@ void LinuxProcess::handle_step_done(Thread& t) {
     if (t.action.kind == ResumeKind::Continue) return continue_traced(t, 0);
     return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
   }
-  if (t.mode == RunMode::StepBranch) return stepbranch_singleblock_done(t);
+  if (t.mode == RunMode::StepBranch) return t.singleblock ? stepbranch_singleblock_done(t) : stepbranch_step_done(t);
   if (traced(t.tid)) record_step(t, pc);
+  if (t.mode == RunMode::WatchStep) {
+    if (!event_) resume_thread(t, 0);
+    return;
+  }
   if (t.mode == RunMode::StepOverBreakpoint) {
     (void)breakpoints_.lower(mem_, t.step_over_addr);
     t.mode = RunMode::Normal;
@@ -626,6 +723,7 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
       threads_[pid_] = leader;
       breakpoints_.clear();
       code_cache_.clear();
+      watch_.forget_code();
       mem_.open(pid_);
       (void)debug_.apply(pid_);
       StopEvent ev = make_event(StopKind::Exec, pid_, SIGTRAP);
@@ -639,6 +737,11 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
 }
 
 void LinuxProcess::report(Thread& t, StopEvent ev) {
+  // An emulated watchpoint fired on the step that led here: the hardware's trap would have
+  // come first (after that instruction), so it is the event.
+  if (t.watch_hit) ev = watch_event(t.tid, *t.watch_hit);
+  t.watch_hit.reset();
+  t.watch_step.reset();
   if (t.mode == RunMode::StepOverBreakpoint) {
     (void)breakpoints_.lower(mem_, t.step_over_addr);
     t.mode = RunMode::Normal;
@@ -647,7 +750,8 @@ void LinuxProcess::report(Thread& t, StopEvent ev) {
     (void)breakpoints_.lower(mem_, t.lifted);
     t.lifted = 0;
   }
-  if (t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry || t.mode == RunMode::StepBranch)
+  if (t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry || t.mode == RunMode::StepBranch ||
+      t.mode == RunMode::WatchStep)
     t.mode = RunMode::Normal;
   if (event_) {
     t.pending = std::move(ev);
@@ -659,8 +763,10 @@ void LinuxProcess::report(Thread& t, StopEvent ev) {
 }
 
 void LinuxProcess::stop_others() {
-  for (auto& [tid, t] : threads_)
-    if (t.running && !t.sigstop_expected && tgkill(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
+  for (auto& [tid, t] : threads_) {
+    if (!t.running || t.sigstop_expected || leader_is_zombie(t)) continue;
+    if (tgkill(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
+  }
 }
 
 // ---------------------------------------------------------------- branch engine
@@ -856,6 +962,11 @@ void LinuxProcess::record_step(Thread& t, uint64_t pc) {
 // threads caught in the middle of internal work back to a plain state.
 void LinuxProcess::settle_threads() {
   for (auto& [tid, t] : threads_) {
+    // A watchpoint another thread hit while this stop was being reported waits for the next
+    // resume, like any other event of a thread that was not reported.
+    if (t.watch_hit && !t.pending) t.pending = watch_event(tid, *t.watch_hit);
+    t.watch_hit.reset();
+    t.watch_step.reset();
     if (t.plan.active()) commit_plan(t, get_pc(tid));
     arm(t, 0);
     if (t.lifted) (void)breakpoints_.lower(mem_, t.lifted);
@@ -881,7 +992,7 @@ Result<void> LinuxProcess::step_branch(pid_t tid, uint32_t count) {
   }
   t->action = ResumeAction{ResumeKind::Continue, 0};
   t->mode = RunMode::StepBranch;
-  t->singleblock = *btf_works_;
+  t->singleblock = *btf_works_ && !watch_stepping();  // checked steps need one instruction at a time
   t->branches_left = count == 0 ? 1 : count;
   t->last_branch = Branch{};
   t->last_signal = 0;
@@ -916,6 +1027,21 @@ void LinuxProcess::stepbranch_run(Thread& t) {
     if (!block) {
       arm(t, 0);
       return report(t, make_event(StopKind::Signal, t.tid, SIGSEGV));  // no code at pc
+    }
+    if (watch_stepping()) {
+      if (t.watch_hit) return report(t, watch_event(t.tid, *t.watch_hit));
+      if (breakpoints_.contains(pc)) {
+        // Our int3 over the instruction: the CPU runs it alone, lifted, checked like any step
+        // (never emulated, so its memory accesses are seen).
+        FlowInsn one;
+        one.addr = pc;
+        one.kind = FlowKind::Trap;
+        if (auto d = code_cache_.insn_at(pc)) one.len = d->first;
+        if (!execute_flow(t, one)) return;
+        continue;
+      }
+      t.step_from = pc;
+      return resume_thread(t, 0);  // stepbranch_step_done() comes back here
     }
     if (t.singleblock && !breakpoints_.contains(pc)) {
       t.step_from = pc;
@@ -961,6 +1087,26 @@ void LinuxProcess::stepbranch_singleblock_done(Thread& t) {
   if (from) record(t, from, pc);
   t.block_start = pc;
   if (t.branches_left) --t.branches_left;
+  stepbranch_run(t);
+}
+
+// One checked single step of a stepbranch under emulated watchpoints: a step that did not land
+// after the instruction took a branch.
+void LinuxProcess::stepbranch_step_done(Thread& t) {
+  uint64_t pc = get_pc(t.tid);
+  auto insn = code_cache_.insn_at(t.step_from);
+  if (insn && insn->first && pc != t.step_from + insn->first) {
+    record(t, t.step_from, pc);
+    t.last_branch = Branch{t.step_from, pc};
+    t.last_flow = t.step_from;
+    t.last_flow_taken = true;
+    t.block_start = pc;
+    if (t.branches_left) --t.branches_left;
+  } else if (insn && insn->second) {
+    t.last_flow = t.step_from;
+    t.last_flow_taken = false;
+    t.block_start = pc;
+  }
   stepbranch_run(t);
 }
 
@@ -1016,6 +1162,7 @@ Result<void> LinuxProcess::detach() {
     ::ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
   }
   forget_process(make_event(StopKind::Exited, pid_));
+  exit_unreported_ = false;
   return {};
 }
 
@@ -1037,6 +1184,7 @@ Result<void> LinuxProcess::kill() {
   }
   running_ = false;
   forget_process(make_event(StopKind::Killed, pid_, SIGKILL));
+  exit_unreported_ = false;
   return {};
 }
 
@@ -1057,6 +1205,7 @@ Result<std::unique_ptr<Process>> LinuxProcess::adopt_child(pid_t child) {
   p->threads_[child] = Thread{child};
   p->last_stop_ = p->make_event(StopKind::Signal, child, SIGTRAP);
   p->set_trace_source(tracer_->preferred_source());
+  p->set_watch_emulation(watch_emulation_);
   return std::unique_ptr<Process>(std::move(p));
 }
 
@@ -1095,7 +1244,18 @@ void LinuxProcess::handle_syscall_stop(Thread& t) {
       t.syscall_nr = errno ? -1 : static_cast<int>(nr);
     }
   }
+  if (!entry) {
+    // The exit of a syscall whose entry we did not see (entered before syscalls were caught,
+    // or an execve that rebuilt our thread state) has its number in orig_rax, as at any stop.
+    errno = 0;
+    long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
+    t.syscall_nr = errno ? t.syscall_nr : static_cast<int>(nr);
+  }
   t.in_syscall = entry;
+  if (!entry && t.watch_step) {  // the checked step over a syscall instruction ends here
+    t.watch_hit = watch_.check(*t.watch_step, watch_reader_);
+    t.watch_step.reset();
+  }
   int nr = t.syscall_nr;
   bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
   if (!wanted) {
@@ -1147,17 +1307,40 @@ Result<size_t> LinuxProcess::write_memory(uint64_t addr, std::span<const uint8_t
   std::vector<uint8_t> copy(data.begin(), data.end());
   breakpoints_.shadow_write(addr, copy);  // keeps our int3s, remembers the new originals
   code_cache_.invalidate(addr, copy.size());
+  watch_.invalidate_code(addr, copy.size());
   return mem_.write(addr, copy);
 }
 
 // ---------------------------------------------------------------- breakpoints
 
+namespace {
+HwKind hw_kind_of(BreakpointKind kind) {
+  switch (kind) {
+    case BreakpointKind::Hardware: return HwKind::Execute;
+    case BreakpointKind::WriteWatch: return HwKind::Write;
+    case BreakpointKind::ReadWatch: return HwKind::Read;
+    default: return HwKind::Access;
+  }
+}
+}  // namespace
+
 Result<void> LinuxProcess::insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) {
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
   if (kind == BreakpointKind::Software) return breakpoints_.insert(mem_, addr, BreakpointOwner::Client);
-  HwKind hk = kind == BreakpointKind::Hardware ? HwKind::Execute
-              : kind == BreakpointKind::WriteWatch ? HwKind::Write
-              : kind == BreakpointKind::ReadWatch ? HwKind::Read : HwKind::Access;
+  HwKind hk = hw_kind_of(kind);
+  if (watch_emulation_) {
+    // The slot accounting of the debug registers; an execute breakpoint is an int3 besides.
+    if (auto r = watch_.insert(hk, addr, len); !r) return r;
+    if (hk == HwKind::Execute)
+      if (auto r = breakpoints_.insert(mem_, addr, BreakpointOwner::ClientHardware); !r) {
+        (void)watch_.remove(hk, addr, len);
+        return r;
+      }
+    return {};
+  }
+  // DR7 watches reads only together with writes: a read watchpoint would report writes too.
+  if (hk == HwKind::Read)
+    return Error{EOPNOTSUPP, "Read watchpoints are not supported by the debug registers (use awatch)."};
   if (auto r = debug_.insert(hk, addr, len); !r) return r;
   for (auto& [tid, t] : threads_)
     if (auto r = debug_.apply(tid); !r) {
@@ -1171,9 +1354,12 @@ Result<void> LinuxProcess::insert_breakpoint(BreakpointKind kind, uint64_t addr,
 Result<void> LinuxProcess::remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) {
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
   if (kind == BreakpointKind::Software) return breakpoints_.remove(mem_, addr, BreakpointOwner::Client);
-  HwKind hk = kind == BreakpointKind::Hardware ? HwKind::Execute
-              : kind == BreakpointKind::WriteWatch ? HwKind::Write
-              : kind == BreakpointKind::ReadWatch ? HwKind::Read : HwKind::Access;
+  HwKind hk = hw_kind_of(kind);
+  if (watch_emulation_) {
+    if (auto r = watch_.remove(hk, addr, len); !r) return r;
+    if (hk == HwKind::Execute) return breakpoints_.remove(mem_, addr, BreakpointOwner::ClientHardware);
+    return {};
+  }
   if (auto r = debug_.remove(hk, addr, len); !r) return r;
   for (auto& [tid, t] : threads_) (void)debug_.apply(tid);
   return {};

@@ -21,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "backend/debug_registers.h"
 #include "backend/memory.h"
 #include "backend/process.h"
+#include "backend/watch_emulator.h"
 
 namespace backend {
 
@@ -46,8 +48,12 @@ class LinuxProcess final : public Process {
   pid_t pid() const override { return pid_; }
   bool was_attached() const override { return attached_; }
   bool alive() const override { return alive_; }
+  bool exit_unreported() const override { return exit_unreported_; }
   std::vector<pid_t> threads() const override;
-  bool has_thread(pid_t tid) const override { return threads_.count(tid) != 0; }
+  bool has_thread(pid_t tid) const override {
+    auto it = threads_.find(tid);
+    return it != threads_.end() && !it->second.zombie;
+  }
   std::string thread_name(pid_t tid) const override;
   int thread_core(pid_t tid) const override;
   StopEvent last_stop() const override { return last_stop_; }
@@ -90,6 +96,8 @@ class LinuxProcess final : public Process {
   Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
   Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
   int hardware_slots() const override { return DebugRegisters::kSlots; }
+  void set_watch_emulation(bool on) override { watch_emulation_ = on; }
+  bool watch_emulation() const override { return watch_emulation_; }
 
   Result<std::vector<uint8_t>> auxv() override;
   Result<std::string> exe_path() override;
@@ -114,13 +122,15 @@ class LinuxProcess final : public Process {
   // (syscall, trap) with our int3 lifted; afterwards the thread goes back to `flow_return`.
   // SignalEntry: a traced thread single-steps into a signal handler.
   // StepBranch: stepbranch, this thread alone.
-  enum class RunMode { Normal, RangeStep, StepOverBreakpoint, Traced, FlowStep, SignalEntry, StepBranch };
+  // WatchStep: a continue while emulated watchpoints are set: one checked single step at a time.
+  enum class RunMode { Normal, RangeStep, StepOverBreakpoint, Traced, FlowStep, SignalEntry, StepBranch, WatchStep };
   struct Thread {
     explicit Thread(pid_t id = 0) : tid(id) {}
     pid_t tid = 0;
     bool running = false;
     bool stepping = false;            // last resume was PTRACE_SINGLESTEP
     bool sigstop_expected = false;    // we sent a SIGSTOP that has not arrived yet
+    bool zombie = false;              // the leader exited (pthread_exit) while other threads live
     std::optional<StopEvent> pending; // client-visible event kept for the next resume
     int deliver_signal = 0;           // a signal to pass at the next resume (not reported)
     int last_signal = 0;              // real signal of the reported stop (detach re-delivers it)
@@ -143,6 +153,9 @@ class LinuxProcess final : public Process {
     Branch last_branch;               // StepBranch: the newest taken branch
     uint64_t pass_client_at = 0;      // StepBranch: a client breakpoint to step over, not report
     bool singleblock = false;         // StepBranch with PTRACE_SINGLEBLOCK
+    // ---- emulated watchpoints ----
+    std::optional<WatchEmulator::Step> watch_step;  // the checked single step in flight
+    std::optional<WatchHit> watch_hit;              // that step touched a watched region
     // ---- syscall catching ----
     bool in_syscall = false;          // between a syscall-entry stop and its exit stop
     int syscall_nr = -1;              // the syscall of that entry stop
@@ -168,6 +181,9 @@ class LinuxProcess final : public Process {
   void resume_thread(Thread& t, int signo);
   void start_deferred();
   bool all_stopped() const;
+  // The leader exited while other threads live (main called pthread_exit): it stays a zombie
+  // the kernel reports only with the whole group. It is no thread of ours any more.
+  bool leader_is_zombie(Thread& leader);
   StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
   void stop_all_sync();
   void forget_process(StopEvent exit_event);
@@ -192,11 +208,19 @@ class LinuxProcess final : public Process {
   void record_step(Thread& t, uint64_t pc);
   void stepbranch_run(Thread& t);
   void stepbranch_singleblock_done(Thread& t);
+  void stepbranch_step_done(Thread& t);        // one watch-checked step of a stepbranch
+
+  // ---- emulated watchpoints ----
+  bool watch_stepping() const { return watch_emulation_ && watch_.active(); }
+  StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
+  bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
   void settle_threads();                       // at a reported stop: commit plans, disarm
 
   pid_t pid_ = 0;
   bool attached_ = false;
   bool alive_ = true;
+  bool exit_unreported_ = false;  // set with the exit status, cleared when poll_events returns it
+  std::chrono::steady_clock::time_point next_zombie_check_{};
   bool report_forks_ = false;
   bool report_vforks_ = false;
   std::set<pid_t> held_children_;  // reported fork children, stopped until the client decides
@@ -220,6 +244,10 @@ class LinuxProcess final : public Process {
   RegisterFile scratch_regs_;          // emulate(): reused register file
   bool wants_poll_ = false;
   std::optional<bool> btf_works_;      // PTRACE_SINGLEBLOCK really stops on branches (probed once)
+  bool step_over_clients_ = true;      // of the current resume (ResumePlan)
+  bool watch_emulation_ = false;
+  WatchEmulator watch_;
+  WatchEmulator::Reader watch_reader_;  // memory as the program sees it (shadows removed)
   uint64_t ptrace_stops_ = 0;
   uint64_t emulated_flows_ = 0;
 };

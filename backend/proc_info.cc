@@ -92,6 +92,13 @@ std::string read_thread_name(pid_t pid, pid_t tid) {
   return s;
 }
 
+char read_thread_state(pid_t pid, pid_t tid) {
+  auto text = read_text_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+  if (!text) return '?';
+  size_t p = text->rfind(')');  // the command name (field 2) may hold spaces and ')'
+  return p != std::string::npos && p + 2 < text->size() ? (*text)[p + 2] : '?';
+}
+
 int read_thread_core(pid_t pid, pid_t tid) {
   auto text = read_text_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
   if (!text) return -1;

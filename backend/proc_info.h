@@ -22,6 +22,7 @@ Result<std::vector<MemoryRegion>> read_memory_map(pid_t pid);
 std::vector<pid_t> list_tasks(pid_t pid);           // /proc/pid/task, sorted
 std::string read_thread_name(pid_t pid, pid_t tid);  // comm without the newline, "" if gone
 int read_thread_core(pid_t pid, pid_t tid);          // field 39 of stat, -1 if unknown
+char read_thread_state(pid_t pid, pid_t tid);        // field 3 of stat (R, S, t, Z...), '?' if gone
 // One auxv entry's value (0 if absent).
 uint64_t auxv_value(std::span<const uint8_t> auxv, uint64_t type);
 

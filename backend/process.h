@@ -45,6 +45,7 @@ enum class StopKind {
   Fork, VFork, VForkDone, Exec,
   SyscallEntry, SyscallReturn,
   ThreadExited,  // only when thread events requested
+  NoResumed,     // every thread the client resumed is gone (exited) and nothing else happened
 };
 
 enum class WatchType { Write, Read, Access };
@@ -74,6 +75,11 @@ struct ResumeAction {
 struct ResumePlan {
   std::map<pid_t, ResumeAction> threads;
   std::optional<ResumeAction> others;
+  // A thread resumed from an address holding a client breakpoint first executes the
+  // instruction there (LLDB expects that). GDB does its own step-overs and, resuming onto a
+  // breakpoint it left inserted (`jump`, a signal delivered at a breakpoint), expects the
+  // breakpoint to be hit at once, as gdbserver does.
+  bool step_over_client_breakpoints = true;
 };
 
 enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWatch };
@@ -99,6 +105,9 @@ class Process {
   virtual pid_t pid() const = 0;
   virtual bool was_attached() const = 0;           // qAttached: 1 attached, 0 launched
   virtual bool alive() const = 0;                  // false after exit/kill reported
+  // The process exited (or was killed) while it was being paused for another process's event:
+  // its exit is reported at the next resume, like any pending event.
+  virtual bool exit_unreported() const = 0;
   virtual std::vector<pid_t> threads() const = 0;  // live threads, main first
   virtual bool has_thread(pid_t tid) const = 0;
   virtual std::string thread_name(pid_t tid) const = 0;
@@ -139,9 +148,18 @@ class Process {
   virtual Result<size_t> write_memory(uint64_t addr, std::span<const uint8_t> data) = 0;
 
   // ---- breakpoints and watchpoints ----
+  // A kind the machine cannot serve exactly fails with EOPNOTSUPP (the client is told the
+  // packet is unsupported): read-only watchpoints with debug registers, which watch reads only
+  // together with writes.
   virtual Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual int hardware_slots() const = 0;  // 4 on x86
+  // Hardware breakpoints and watchpoints in software, for machines whose debug registers do
+  // not trap: Z1 becomes an int3 reported as a hardware breakpoint, Z2/Z3/Z4 are checked on
+  // every instruction of the threads that run while one is set. Same four slots as hardware.
+  // Set before any breakpoint is inserted.
+  virtual void set_watch_emulation(bool on) = 0;
+  virtual bool watch_emulation() const = 0;
 
   // ---- information ----
   virtual Result<std::vector<uint8_t>> auxv() = 0;

@@ -38,13 +38,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, kind, exe, prog, args):
-        self.kind, self.exe, self.prog, self.args = kind, exe, prog, args
+    def __init__(self, kind, exe, prog, args, options=()):
+        self.kind, self.exe, self.prog, self.args, self.options = kind, exe, prog, args, list(options)
 
     def __enter__(self):
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([self.exe, "--once", ":%d" % self.port, self.prog] + self.args,
+        self.proc = subprocess.Popen([self.exe] + self.options + ["--once", ":%d" % self.port, self.prog] + self.args,
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -198,7 +198,44 @@ def benchmarks(build, quick):
             "gdbserver": ["source " + GDB_SCRIPT, "break hit", "continue", "delete", T0,
                           "stepbranch --client 1000", T1,
                           "python print('FINAL_PC 0x%x' % int(gdb.parse_and_eval('$pc')))"]}))
+
+    # Watchpoints where the debug registers do not trap: branchstub's emulation (it single-steps
+    # in the server and computes each instruction's accesses) against GDB's own software
+    # watchpoint over gdbserver (GDB single-steps over the wire and compares the value).
+    writes = 100 if quick else 500
+
+    def proof_target(o):
+        m = re.search(r"TARGET (\d+)", o)
+        if not m or int(m.group(1)) != writes:
+            raise RuntimeError("stopped with target = %s, expected %d" % (m and m.group(1), writes))
+        return "target = %d" % writes
+    # The first `continue` stops at the first write; `continue N` then ignores the watchpoint
+    # N-1 times (every change is still a stop in GDB, which resumes at once).
+    watch_common = ["break main", "continue", "watch target", "continue", T0, "continue %d" % (writes - 1), T1,
+                    "python print('TARGET %d' % int(gdb.parse_and_eval('target')))"]
+    out.append(dict(
+        name="watchpoint without debug registers (emulated vs GDB software watchpoint)",
+        unit="writes/s", prog=os.path.join(inf, "watchloop"), args=[str(writes + 10)], work=writes - 1,
+        proof=proof_target, same_proof=True, timeout=1800,
+        server_options={"branchstub": ["--watchpoints=software"]},
+        commands_by_server={"branchstub": watch_common,
+                            "gdbserver": ["set can-use-hw-watchpoints 0"] + watch_common}))
+    out.append(dict(
+        name="watchpoint with debug registers (both servers; where DR7 traps)",
+        unit="writes/s", prog=os.path.join(inf, "watchloop"), args=[str(writes * 20 + 10)], work=writes * 20 - 1,
+        proof=lambda o: proof_target(o.replace("TARGET %d" % (writes * 20), "TARGET %d" % writes)),
+        same_proof=True, timeout=1800, needs_debug_registers=True,
+        server_options={"branchstub": ["--watchpoints=hardware"]},
+        commands=["break main", "continue", "watch target", "continue", T0, "continue %d" % (writes * 20 - 1), T1,
+                  "python print('TARGET %d' % int(gdb.parse_and_eval('target')))"]))
     return out
+
+
+def debug_registers_trap(build):
+    out = subprocess.run([os.path.join(build, "server", "branchstub"), "--probe"], capture_output=True,
+                         text=True, timeout=60).stdout
+    m = re.search(r"^debug registers\s+(yes|no)\s+(.*)$", out, re.M)
+    return (m.group(1) == "yes", m.group(2)) if m else (False, "no probe line")
 
 
 _EXPECT = []
@@ -223,7 +260,7 @@ def expected_memdump_sha256(size):
 
 def run_one(bench, kind, exe):
     cmds = bench.get("commands_by_server", {}).get(kind) or bench["commands"]
-    with Server(kind, exe, bench["prog"], bench["args"]) as srv:
+    with Server(kind, exe, bench["prog"], bench["args"], bench.get("server_options", {}).get(kind, ())) as srv:
         t = time.perf_counter()
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)    # GDB is the only child reaped below
         out = run_gdb(srv.port, bench["prog"], cmds, bench["timeout"])
@@ -262,6 +299,11 @@ def main():
     for bench in benchmarks(a.build, a.quick):
         if a.only and not any(s.strip() in bench["name"] for s in a.only.split(",")):
             continue
+        if bench.get("needs_debug_registers"):
+            works, why = debug_registers_trap(a.build)
+            if not works:
+                print("  %-55s skipped: %s" % (bench["name"][:55], why), flush=True)
+                continue
         values = {k: [] for k in kinds}
         proofs = {k: [] for k in kinds}
         walls = {k: [] for k in kinds}
@@ -327,7 +369,10 @@ def main():
               "branchstub's `record btrace` with GDB's `record full` over gdbserver (gdbserver "
               "has no btrace on machines without BTS/PT); the stepbranch row compares "
               "`stepbranch 1000` on branchstub with `stepbranch --client 1000` (a Python loop "
-              "of `stepi`) on gdbserver."]
+              "of `stepi`) on gdbserver. The first watchpoint row runs branchstub with "
+              "`--watchpoints=software` (its emulation, as on hosts whose debug registers do "
+              "not trap) against GDB's `set can-use-hw-watchpoints 0` over gdbserver; the "
+              "second uses the debug registers on both (skipped where they do not trap)."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:

@@ -41,7 +41,7 @@ struct ServerFeatures {
   bool fork_events = true;              // fork stops; the child is held until D;<child>
   bool vfork_events = true;             // vfork and vforkdone stops
   bool exec_events = true;              // an exec stop says "exec:<path>" (LLDB: reason:exec)
-  bool no_resumed = false;
+  bool no_resumed = true;               // 'N' when every resumed thread has exited
   bool non_stop = false;                // QNonStop+
 };
 

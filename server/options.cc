@@ -84,6 +84,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_option("--btrace-source", options.btrace_source)
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
+  app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
   app.allow_extras();
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -101,6 +102,10 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --disable-randomization, --no-disable-randomization\n"
                                     "  --allow-file-writes   let clients write/unlink files (vFile)\n"
                                     "  --btrace-source=auto|bts|lbr|soft\n"
+                                    "  --watchpoints=auto|hardware|software\n"
+                                    "                        hbreak/watch/rwatch/awatch with the debug registers\n"
+                                    "                        or emulated by single-stepping (auto: hardware where\n"
+                                    "                        the probe sees debug-register traps)\n"
                                     "  --busy-poll=USEC      poll this long after each event before sleeping\n"
                                     "                        (default 200; 0 = never; never on one CPU)\n"
                                     "  --probe               print what branch-trace hardware works here\n"};

@@ -29,6 +29,7 @@ struct ServerOptions {
   bool allow_file_writes = false;
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft
+  std::string watchpoints = "auto";    // auto | hardware | software (see backend/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
 };
 

@@ -33,8 +33,23 @@ Server::~Server() {
 }
 
 const backend::ProbeReport& Server::probe() {
-  if (!probe_) probe_ = backend::run_probe();
+  if (!probe_) {
+    if (!debug_register_probe_) debug_register_probe_ = backend::probe_debug_registers();
+    probe_ = backend::run_probe(&*debug_register_probe_);
+    probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";  // what this server does
+  }
   return *probe_;
+}
+
+bool Server::watch_emulation() {
+  if (options_.watchpoints == "software") return true;
+  if (options_.watchpoints == "hardware") return false;
+  if (!debug_register_probe_) {
+    debug_register_probe_ = backend::probe_debug_registers();
+    if (!debug_register_probe_->works)
+      log_.event("debug registers: {}; watchpoints are emulated", debug_register_probe_->detail);
+  }
+  return !debug_register_probe_->works;
 }
 
 backend::LbrDevice* Server::lbr_device(std::string* why) {
@@ -77,6 +92,7 @@ backend::Result<pid_t> Server::attach(pid_t pid) {
 
 void Server::add_process(std::unique_ptr<backend::Process> p) {
   p->set_trace_source(btrace_source());
+  p->set_watch_emulation(watch_emulation());
   last_event_ = p->last_stop();
   // A second inferior of an extended-remote session goes beside the first one.
   if (process_ && process_->alive()) followers_[p->pid()] = std::move(p);
@@ -391,6 +407,12 @@ void Server::poll_inferior() {
 }
 
 void Server::on_process_event(backend::Process* p, const backend::StopEvent& event) {
+  if (event.kind == backend::StopKind::NoResumed) {
+    // This process has nothing resumed left; that is news only when no other process runs.
+    if (running_process()) return;
+    if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(event);
+    return;
+  }
   last_event_ = event;
   bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
   if (gone) {

@@ -64,6 +64,9 @@ class Server {
   void session_closed(Session* session);
 
   const backend::ProbeReport& probe();
+  // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
+  // the debug-register probe, run once per server life).
+  bool watch_emulation();
   // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
   // the file it was attached through. Null (with `why`) when the module is not there.
   backend::LbrDevice* lbr_device(std::string* why);
@@ -100,6 +103,7 @@ class Server {
   bool interrupt_pending_ = false;  // a ^C not yet answered by a SIGINT stop
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
+  std::optional<backend::DebugRegisterProbe> debug_register_probe_;
   std::optional<backend::LbrDevice> lbr_device_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
 };

@@ -166,6 +166,8 @@ void Session::on_stop(const backend::StopEvent& event) {
 
 std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbranch) {
   using backend::StopKind;
+  if (event.kind == StopKind::NoResumed)  // gdbserver's words for a client without no-resumed+
+    return dialect_.no_resumed ? std::string("N") : protocol::error_text("No unwaited-for children left.");
   if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
     protocol::ExitReply exit;
     exit.pid = event.pid;

@@ -27,8 +27,12 @@ uint64_t length_of(BreakpointType type, uint64_t kind) {
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r)
+  if (auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r) {
+    // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
+    // watchpoint and tells reads from writes by the value, as with gdbserver.
+    if (r.error().code == EOPNOTSUPP) return empty();
     return error_reply(s, r.error());
+  }
   return ok();
 }
 

@@ -25,8 +25,10 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
 
 using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
 
-Reply start_resume(Session& s, const Plans& plans) {
+Reply start_resume(Session& s, Plans plans) {
   if (plans.empty()) return error(1);
+  // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
+  for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
   for (auto* p : s.server().processes()) {
     // A fork child the client neither detached nor named (so never took on) is let go
     // rather than left stopped for ever.
@@ -72,7 +74,11 @@ Reply handle(Session& s, const VCont& v) {
   if (!s.process()) return error(1);
   Plans plans;
   for (auto* p : s.server().processes()) {
-    if (!p->alive()) continue;
+    if (!p->alive()) {
+      // It exited while paused for another process's stop: its exit is the next event.
+      if (p->exit_unreported()) plans.emplace_back(p, backend::ResumePlan{{}, backend::ResumeAction{}});
+      continue;
+    }
     backend::ResumePlan plan;
     // The leftmost action that matches a thread applies to it; p<pid>.<tid> names a process.
     for (const auto& action : v.actions) {

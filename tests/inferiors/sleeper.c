@@ -4,7 +4,8 @@
  *   - prints "pid <PID>\n" on stdout (flushed) at start;
  *   - loops forever: loop_counter++, calls tick(loop_counter), writes loop_counter (decimal)
  *     to the heartbeat file given as argv[1] (if any, rewritten each round), sleeps 10 ms;
- *   - so a heartbeat file that keeps changing proves the process still runs.
+ *   - so a heartbeat file that keeps changing proves the process still runs;
+ *   - never_touched is a global nothing reads or writes (a watchpoint there never fires).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 volatile long loop_counter = 0;
+volatile long never_touched = 0;
 
 void tick(long n)
 {

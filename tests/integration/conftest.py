@@ -47,3 +47,18 @@ def procs():
 @pytest.fixture
 def heartbeat(tmp_path):
     return str(tmp_path / "heartbeat")
+
+
+@pytest.fixture(params=["software", "hardware"])
+def watch_mode(request):
+    """Each watchpoint / hbreak test runs with the emulated (software) watchpoints everywhere,
+    and with the debug registers where the probe sees them trap; elsewhere it is skipped with
+    the probe's reason (never silently)."""
+    mode = request.param
+    if mode == "software" and harness.IS_GDBSERVER:
+        pytest.skip("gdbserver has no emulated watchpoints")
+    if mode == "hardware":
+        works, why = harness.debug_registers_trap()
+        if not works:
+            pytest.skip("debug registers do not trap on this machine: " + why)
+    return mode

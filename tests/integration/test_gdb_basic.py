@@ -4,7 +4,7 @@ import re
 import pytest
 
 from harness import (cpu_has, gdb_remote, inferior, line_of, wait_gone, wait_heartbeat,
-                     wait_until)
+                     wait_until, watch_args)
 
 BASIC = inferior("basic")
 
@@ -106,8 +106,9 @@ def test_stepping_commands(basic_server):
     assert re.search(r"marker \(\) at .*basic\.c:%d" % line_of("basic", "marker-body"), out), r
 
 
-def test_watchpoints(basic_server):
-    r = gdb_remote(basic_server, [
+def test_watchpoints(procs, watch_mode):
+    srv = procs.server(watch_args(watch_mode) + ["--once", "{COMM}", BASIC])
+    r = gdb_remote(srv, [
         "break main", "continue",
         "watch counter", "continue", "continue", "delete 2",
         "rwatch counter", "continue", "delete 3",
@@ -122,8 +123,9 @@ def test_watchpoints(basic_server):
     assert "exited with code 07" in out, r
 
 
-def test_hbreak(basic_server):
-    r = gdb_remote(basic_server, ["hbreak marker", "hbreak " + L("compute-return"),
+def test_hbreak(procs, watch_mode):
+    srv = procs.server(watch_args(watch_mode) + ["--once", "{COMM}", BASIC])
+    r = gdb_remote(srv, ["hbreak marker", "hbreak " + L("compute-return"),
                                   "continue", "delete 2", "continue", "continue"], prog=BASIC)
     out = r.out
     assert "Hardware assisted breakpoint 1 at" in out, r

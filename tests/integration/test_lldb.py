@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from harness import inferior, line_of, lldb, proc_state, RUNNING_STATES, wait_heartbeat
+from harness import inferior, line_of, lldb, proc_state, RUNNING_STATES, wait_heartbeat, watch_args
 
 BASIC = inferior("basic")
 
@@ -28,10 +28,11 @@ def test_lldb_attach_registers_detach(procs, heartbeat):
 
 
 @pytest.mark.branchstub_only
-def test_lldb_full_session(procs):
+def test_lldb_full_session(procs, watch_mode):
     """Breakpoint shown as a breakpoint (gdbserver reports SIGTRAP at bp+1 to LLDB), bt,
-    registers, libc in `image list`, si/next/finish, a watchpoint on a global, process kill."""
-    srv = procs.server(["--once", "{COMM}", BASIC])
+    registers, libc in `image list`, si/next/finish, a watchpoint on a global (emulated, and
+    with debug registers where they trap), process kill."""
+    srv = procs.server(watch_args(watch_mode) + ["--once", "{COMM}", BASIC])
     r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port,
               "b compute", "c", "bt", "register read rip xmm0 ymm0", "image list",
               "si", "next", "finish",

@@ -36,7 +36,8 @@ TEST_CASE("qSupported negotiation", "[qsupported]") {
   CHECK(d.fork_events);
   CHECK(d.vfork_events);
   CHECK(d.exec_events);
-  CHECK_FALSE(d.no_resumed);
+  CHECK(d.no_resumed);  // GDB offers it and the server reports 'N'
+  CHECK_FALSE(negotiate(offer("qSupported:multiprocess+;swbreak+")).no_resumed);
   CHECK_FALSE(d.lldb);
   ClientFeatures c = parse_client_features(offer(kGdbOffer));
   CHECK(c.fork_events);
@@ -65,7 +66,8 @@ TEST_CASE("qSupported reply", "[qsupported]") {
     CHECK(has(r, f));
   CHECK(has(r, "fork-events+"));
   CHECK(has(r, "vfork-events+"));
-  CHECK_FALSE(has(r, "no-resumed+"));
+  CHECK(has(r, "no-resumed+"));
+  CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "no-resumed+"));
   CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
   CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "exec-events+"));
