@@ -289,8 +289,47 @@ void Symbolizer::add_module(const std::string& path, uint64_t load_bias) {
   modules_.push_back(std::move(*m));
 }
 
-Symbolizer Symbolizer::from_memory_map(const std::vector<MemoryRegion>& regions) {
-  Symbolizer out;
+std::unordered_map<std::string, ElfSymbolValue> read_elf_symbol_values(const std::string& path) {
+  std::unordered_map<std::string, ElfSymbolValue> out;
+  MappedFile f(path);
+  auto* eh = elf_header(f);
+  if (!eh || eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr)) return out;
+  uint64_t shnum = eh->e_shnum;
+  if (shnum == 0) {  // extended numbering: the count lives in section 0
+    auto* s0 = f.at<Elf64_Shdr>(eh->e_shoff);
+    if (!s0) return out;
+    shnum = s0->sh_size;
+  }
+  auto* sh = f.at<Elf64_Shdr>(eh->e_shoff, shnum);
+  if (!sh) return out;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) continue;
+    if (sh[i].sh_entsize != sizeof(Elf64_Sym) || sh[i].sh_link >= shnum) continue;
+    const Elf64_Shdr& strsec = sh[sh[i].sh_link];
+    if (strsec.sh_type != SHT_STRTAB) continue;
+    const char* strtab = f.at<char>(strsec.sh_offset, strsec.sh_size);
+    uint64_t nsyms = sh[i].sh_size / sizeof(Elf64_Sym);
+    auto* syms = f.at<Elf64_Sym>(sh[i].sh_offset, nsyms);
+    if (!syms || !strtab) continue;
+    for (uint64_t k = 1; k < nsyms; ++k) {
+      const Elf64_Sym& s = syms[k];
+      unsigned type = ELF64_ST_TYPE(s.st_info);
+      // TLS values are offsets in the TLS block, absolute ones are not relocated: no addresses.
+      if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
+      if (s.st_shndx == SHN_UNDEF || s.st_shndx == SHN_ABS || s.st_name >= strsec.sh_size) continue;
+      const char* name = strtab + s.st_name;
+      size_t len = strnlen(name, strsec.sh_size - s.st_name);
+      if (len == 0 || len == strsec.sh_size - s.st_name) continue;  // empty or unterminated
+      bool global = ELF64_ST_BIND(s.st_info) != STB_LOCAL;
+      auto [it, fresh] = out.try_emplace(std::string(name, len), ElfSymbolValue{s.st_value, global});
+      if (!fresh && global && !it->second.global) it->second = ElfSymbolValue{s.st_value, global};
+    }
+  }
+  return out;
+}
+
+std::vector<LoadedModule> Symbolizer::loaded_modules(const std::vector<MemoryRegion>& regions) {
+  std::vector<LoadedModule> out;
   std::vector<std::string> done;
   for (const MemoryRegion& r : regions) {
     if (!r.exec || r.name.empty() || r.name[0] != '/') continue;
@@ -324,10 +363,18 @@ Symbolizer Symbolizer::from_memory_map(const std::vector<MemoryRegion>& regions)
       }
       if (!match) continue;
     }
-    auto m = load(path, bias);
+    out.push_back(LoadedModule{r.name, path, bias});
+  }
+  return out;
+}
+
+Symbolizer Symbolizer::from_memory_map(const std::vector<MemoryRegion>& regions) {
+  Symbolizer out;
+  for (const LoadedModule& lm : loaded_modules(regions)) {
+    auto m = load(lm.file, lm.bias);
     if (!m) continue;
-    m->path = r.name;
-    m->short_name = base_name(path);
+    m->path = lm.name;
+    m->short_name = base_name(lm.file);
     out.modules_.push_back(std::move(*m));
   }
   return out;

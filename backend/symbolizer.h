@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/process.h"
@@ -17,6 +18,25 @@ struct SymbolHit {
   uint64_t offset = 0;  // addr - symbol start
   std::string module;   // file name without directories ("libc.so.6")
 };
+
+// An ELF file mapped in a process. Runtime address = link-time address + bias.
+struct LoadedModule {
+  std::string name;   // as the maps file names it (may end in " (deleted)")
+  std::string file;   // the path to read it from
+  uint64_t bias = 0;
+};
+
+// A symbol's link-time value; `global` for GLOBAL and WEAK bindings.
+struct ElfSymbolValue {
+  uint64_t value = 0;
+  bool global = false;
+};
+
+// Every defined symbol of the file's .symtab and .dynsym with an address (objects, functions,
+// untyped; not TLS, section, file or absolute ones), by name; a global definition wins over a
+// local one of the same name. For lookups by name (libthread_db's ps_pglobal_lookup), which
+// need data symbols the Symbolizer leaves out. Empty for unreadable or non-ELF64 files.
+std::unordered_map<std::string, ElfSymbolValue> read_elf_symbol_values(const std::string& path);
 
 class Symbolizer {
  public:
@@ -32,6 +52,8 @@ class Symbolizer {
   // " (deleted)" files are read from their old path only if the file there still matches the
   // mapping's layout.
   static Symbolizer from_memory_map(const std::vector<MemoryRegion>& regions);
+  // The files from_memory_map reads, with those load biases, in the order of the map.
+  static std::vector<LoadedModule> loaded_modules(const std::vector<MemoryRegion>& regions);
 
   // The symbol containing addr. Size-0 symbols extend to the next symbol (at most to the end of
   // their section). Among aliases the plainest name wins (getpid over __getpid).

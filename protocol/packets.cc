@@ -170,6 +170,17 @@ Request p_rcmd(string_view args) {
   return Monitor{std::move(*text)};
 }
 
+// <thread>,<offset>,<lm>: exactly three fields, as gdbserver's parser wants them.
+Request p_tls_address(string_view args) {
+  auto parts = split(args, ',');
+  if (parts.size() != 3) return malformed("qGetTLSAddr: expected thread,offset,lm");
+  auto id = parse_thread_id(parts[0]);
+  auto offset = parse_hex_u64(parts[1]);
+  auto lm = parse_hex_u64(parts[2]);
+  if (!id || !offset || !lm) return malformed("qGetTLSAddr: bad thread, offset or lm");
+  return GetTlsAddress{*id, *offset, *lm};
+}
+
 Request p_read_registers(string_view args) {
   ReadRegisters r;
   if (!strip_thread_suffix(args, r.thread_suffix)) return malformed("g: bad thread suffix");
@@ -511,6 +522,7 @@ constexpr Entry kTable[] = {
     {"QThreadEvents:", false,
      [](string_view a) { return p_switch<SetThreadEvents>(a, "QThreadEvents: bad value"); }},
     {"qRcmd,", false, p_rcmd},
+    {"qGetTLSAddr:", false, p_tls_address},
     {"vCont", false, p_vcont},
     {"vCtrlC", true, make<VCtrlC>},
     {"stepbranch", false, p_stepbranch},

@@ -40,6 +40,8 @@ struct SetWorkingDir { std::string dir; };                        // QSetWorking
 struct SetCatchSyscalls { bool on = false; std::vector<int> syscalls; };  // QCatchSyscalls:..
 struct SetThreadEvents { bool on = false; };                      // QThreadEvents:N
 struct Monitor { std::string command; };                          // qRcmd,hex
+// qGetTLSAddr:<thread>,<offset>,<lm>: address of a thread-local variable (lm: link_map, 0 = static)
+struct GetTlsAddress { ThreadId thread; uint64_t offset = 0; uint64_t lm = 0; };
 
 // ---- registers and memory ----
 struct ReadRegisters { std::optional<int> thread_suffix; };       // g[;thread:tid;]
@@ -112,7 +114,7 @@ using Request = std::variant<
     QueryCurrentThread, ThreadAlive, ThreadInfoFirst, ThreadInfoNext, QueryAttached, QueryOffsets,
     QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
-    SetCatchSyscalls, SetThreadEvents, Monitor, ReadRegisters, WriteRegisters, ReadRegister,
+    SetCatchSyscalls, SetThreadEvents, Monitor, GetTlsAddress, ReadRegisters, WriteRegisters, ReadRegister,
     WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,

@@ -14,6 +14,7 @@
 #include "backend/process.h"
 #include "backend/btrace/lbr_source.h"
 #include "backend/probe.h"
+#include "backend/thread_db.h"
 #include "server/log.h"
 #include "server/options.h"
 #include "server/session.h"
@@ -71,6 +72,8 @@ class Server {
   // the file it was attached through. Null (with `why`) when the module is not there.
   backend::LbrDevice* lbr_device(std::string* why);
   backend::TraceSource btrace_source() const;
+  // libthread_db for qGetTLSAddr, and its search path (monitor set libthread-db-search-path).
+  backend::ThreadDb& thread_db() { return thread_db_; }
 
  private:
   void prepare_listener();  // resolve, bind and listen (throws on failure)
@@ -106,6 +109,7 @@ class Server {
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
   std::optional<backend::LbrDevice> lbr_device_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
+  backend::ThreadDb thread_db_;
 };
 
 }  // namespace server

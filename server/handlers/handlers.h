@@ -1,6 +1,6 @@
 // One handler per request type; Session::dispatch picks the overload with std::visit.
 // Grouped by feature: general.cc, registers_memory.cc, execution.cc, breakpoints.cc, xfer.cc,
-// hostio_handlers.cc, btrace.cc, lldb.cc, monitor.cc.
+// hostio_handlers.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc.
 #pragma once
 
 #include "backend/btrace/tracer.h"
@@ -95,6 +95,9 @@ Reply handle(Session&, const EnableErrorStrings&);
 Reply handle(Session&, const WatchpointSupportInfo&);
 Reply handle(Session&, const ThreadStopInfo&);
 Reply handle(Session&, const RegisterInfo&);
+
+// tls.cc
+Reply handle(Session&, const GetTlsAddress&);
 
 // monitor.cc
 Reply handle(Session&, const Monitor&);

@@ -22,6 +22,7 @@ const std::vector<Command>& commands() {
       {"exit", "Quit branchstub (kills a launched program, detaches an attached one)."},
       {"set debug <0|1>", "Enable or disable general debugging messages."},
       {"set remote-debug <0|1>", "Enable or disable remote protocol debugging messages."},
+      {"set libthread-db-search-path [PATH]", "Where to look for libthread_db (default $sdir:$pdir)."},
       {"probe", "Show which branch-trace and branch-step mechanisms work on this machine."},
       {"btrace start", "Start recording branches of the current thread (for clients without record btrace)."},
       {"btrace stop", "Stop recording branches of the current thread."},
@@ -46,6 +47,16 @@ size_t count_arg(const std::vector<std::string>& w, size_t index, size_t fallbac
   char* end = nullptr;
   unsigned long n = std::strtoul(w[index].c_str(), &end, 0);
   return (end && *end == '\0' && n > 0) ? std::min<unsigned long>(n, 100000) : fallback;
+}
+
+// `set libthread-db-search-path [PATH]`, matched as gdbserver does (thread-db.cc): the words
+// exactly, then the end or a space; PATH is the rest without leading blanks, spaces kept.
+std::optional<std::string> search_path_argument(const std::string& command) {
+  constexpr std::string_view kCommand = "set libthread-db-search-path";
+  if (!command.starts_with(kCommand)) return std::nullopt;
+  if (command.size() > kCommand.size() && command[kCommand.size()] != ' ') return std::nullopt;
+  size_t start = command.find_first_not_of(" \t\n\v\f\r", kCommand.size());
+  return start == std::string::npos ? std::string() : command.substr(start);
 }
 
 std::string help_text() {
@@ -181,6 +192,12 @@ Reply handle(Session& s, const Monitor& m) {
   }
   if (w[0] == "exit") {
     server.request_exit();
+    return ok();
+  }
+  if (auto path = search_path_argument(m.command)) {
+    auto& thread_db = server.thread_db();
+    thread_db.set_search_path(*path);
+    s.send_console("libthread-db-search-path set to `" + thread_db.search_path() + "'\n");
     return ok();
   }
   if (w[0] == "set" && w.size() == 3 && (w[1] == "debug" || w[1] == "remote-debug")) {

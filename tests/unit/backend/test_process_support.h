@@ -24,18 +24,19 @@ inline std::string build_dir() {
   return dir;
 }
 
-// Compiles test_inferiors/<name>.c (non-PIE, so nm gives run-time addresses). The binary is
-// named after a hash of the source and reused; a temporary name plus rename() keeps concurrent
-// test runs from seeing a half-written file.
-inline std::string inferior(const std::string& name) {
+// Compiles test_inferiors/<name>.c (non-PIE, so nm gives run-time addresses), with extra
+// compiler `flags` if given ("-static"). The binary is named after a hash of the source and the
+// flags and reused; a temporary name plus rename() keeps concurrent test runs from seeing a
+// half-written file.
+inline std::string inferior(const std::string& name, const std::string& flags = "") {
   std::string src = std::string(BS_SOURCE_DIR) + "/tests/unit/backend/test_inferiors/" + name + ".c";
   std::ifstream in(src);
   std::stringstream text;
   text << in.rdbuf();
-  std::string out = build_dir() + "/" + name + "-" + std::to_string(std::hash<std::string>{}(text.str()));
+  std::string out = build_dir() + "/" + name + "-" + std::to_string(std::hash<std::string>{}(text.str() + flags));
   if (::access(out.c_str(), X_OK) == 0) return out;
   std::string tmp = out + ".tmp" + std::to_string(getpid());
-  std::string cmd = "cc -g -O0 -no-pie -pthread -o " + tmp + " " + src;
+  std::string cmd = "cc -g -O0 -no-pie -pthread " + flags + " -o " + tmp + " " + src;
   if (std::system(cmd.c_str()) != 0 || std::rename(tmp.c_str(), out.c_str()) != 0) return {};
   return out;
 }

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -369,4 +371,63 @@ TEST_CASE("symbolizer: this test binary and its libc", "[symbolizer]") {
   CHECK(s.describe(probe) == "bs_symbolizer_probe");
   CHECK(s.describe(probe + 1) == "bs_symbolizer_probe+0x1");
   CHECK(s.address_of("bs_symbolizer_probe") == probe);
+}
+
+extern "C" int bs_symbolizer_data = 5;
+static int bs_symbolizer_local_data = 6;
+
+TEST_CASE("symbolizer: symbol values by name, truth from nm", "[symbolizer]") {
+  const Programs& p = programs();
+  REQUIRE(p.ok);
+  auto values = backend::read_elf_symbol_values(p.nopie);
+  // Every defined data, bss, read-only and text symbol nm lists (one definition per name).
+  std::map<std::string, std::set<std::pair<uint64_t, bool>>> truth;
+  std::istringstream in(run("nm --defined-only " + p.nopie));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string addr, type, name;
+    if (!(ls >> addr >> type >> name) || type.size() != 1 || std::string("DdBbRrTt").find(type) == std::string::npos)
+      continue;
+    truth[name].insert({std::stoull(addr, nullptr, 16), std::isupper(static_cast<unsigned char>(type[0])) != 0});
+  }
+  REQUIRE(truth.size() > 10);
+  for (auto& [name, defs] : truth) {
+    if (defs.size() != 1) continue;
+    INFO(name);
+    auto it = values.find(name);
+    REQUIRE(it != values.end());
+    CHECK(it->second.value == defs.begin()->first);
+    CHECK(it->second.global == defs.begin()->second);
+  }
+  CHECK(values.count("main"));
+  CHECK(backend::read_elf_symbol_values("/nonexistent").empty());
+  CHECK(backend::read_elf_symbol_values("/proc/self/status").empty());
+}
+
+TEST_CASE("symbolizer: loaded modules and their data symbols in this test binary", "[symbolizer]") {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, text;
+  while (std::getline(maps, line)) text += "map " + line + "\n";
+  ProcessView v = parse_output(text);
+  auto modules = Symbolizer::loaded_modules(v.regions);
+  REQUIRE(modules.size() >= 3);
+  auto value_of = [&](const std::string& part, const std::string& name) -> std::optional<uint64_t> {
+    for (const auto& m : modules) {
+      if (m.file.find(part) == std::string::npos) continue;
+      auto values = backend::read_elf_symbol_values(m.file);
+      if (auto it = values.find(name); it != values.end()) return it->second.value + m.bias;
+    }
+    return std::nullopt;
+  };
+  // Data objects, global and local, of the test program at their run-time addresses.
+  CHECK(value_of("unit_backend", "bs_symbolizer_data") == reinterpret_cast<uint64_t>(&bs_symbolizer_data));
+  CHECK(value_of("unit_backend", "_ZL24bs_symbolizer_local_data")  // C++ mangles internal names
+         == reinterpret_cast<uint64_t>(&bs_symbolizer_local_data));
+  // libc's private data that libthread_db looks up.
+  void* version = dlsym(RTLD_DEFAULT, "__nptl_version");
+  REQUIRE(version);
+  CHECK(value_of("libc.so", "__nptl_version") == reinterpret_cast<uint64_t>(version));
+  // TLS symbols are offsets, not addresses: left out.
+  CHECK(!value_of("libc.so", "errno"));
 }
