@@ -373,7 +373,9 @@ TEST_CASE("symbolizer: this test binary and its libc", "[symbolizer]") {
   CHECK(s.address_of("bs_symbolizer_probe") == probe);
 }
 
-extern "C" int bs_symbolizer_data = 5;
+extern "C" {
+int bs_symbolizer_data = 5;  // a data symbol of the test program itself, found by name
+}
 static int bs_symbolizer_local_data = 6;
 
 TEST_CASE("symbolizer: symbol values by name, truth from nm", "[symbolizer]") {
