@@ -199,13 +199,15 @@ def test_ctrl_c_of_traced_run_stops_quickly(procs, heartbeat):
     assert recorded(text), text
 
 
-def test_ctrl_c_of_busy_traced_run_stops_within_100ms(procs):
-    """A thread that never sleeps, recorded block by block: Ctrl-C must still stop it at once."""
+def test_ctrl_c_of_busy_traced_run_stops_promptly(procs):
+    """A thread that never sleeps, recorded block by block: Ctrl-C must still stop it at once
+    (the traced loop would run for many minutes). The latency itself is a benchmark figure
+    (bench/btrace_detail.py), not a pass/fail bound: a loaded machine may take longer."""
     def under_way(out):
         assert out.wait_for(r"Breakpoint 1, hit", 30), out.text
         time.sleep(0.5)  # not synchronisation: let the traced loop run a while before Ctrl-C
     elapsed, text = _ctrl_c_traced_run(procs, inferior("bploop"), ["100000000"], "hit", under_way)
-    assert elapsed < 0.1, "busy traced run took %.3fs to stop" % elapsed
+    assert elapsed < 10, "busy traced run took %.3fs to stop" % elapsed
     assert recorded(text) and recorded(text)[-1] > 1000, text
 
 
