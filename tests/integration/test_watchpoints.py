@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from harness import (GDB, GDB_PRELUDE, GDB_SYSROOT, Reader, gdb_remote, inferior, line_of,
+from harness import (GDB, GDB_PRELUDE, GDB_SYSROOT, Reader, gdb_remote, inferior, line_of, lldb,
                      target_cmd, wait_heartbeat, watch_args)
 
 WATCH = inferior("watch")
@@ -123,3 +123,19 @@ def test_ctrl_c_while_watching(procs, heartbeat, watch_mode):
     assert "Program received signal SIGINT, Interrupt." in out.text, out.text
     assert "Hardware watchpoint 2: never_touched" in out.text, out.text
     assert re.search(r"\$1 = 1\b", out.text), out.text
+
+
+@pytest.mark.branchstub_only
+def test_lldb_read_watchpoint(procs, watch_mode):
+    """LLDB's `watchpoint set -w read`: exact when emulated; on debug registers the packet is
+    refused (x86 cannot watch reads alone; gdbserver refuses it too) and LLDB says so."""
+    srv = server(procs, watch_mode)
+    r = lldb(["gdb-remote 127.0.0.1:%d" % srv.port, "b main", "c",
+              "watchpoint set variable -w read watched", "c", "process kill"], timeout=90)
+    if watch_mode == "software":
+        assert re.search(r"Watchpoint created: Watchpoint 1: addr = 0x[0-9a-f]+ size = 4 state = enabled type = r",
+                         r.out), r
+        assert re.search(r"stop reason = watchpoint 1\s+frame #0: 0x[0-9a-f]+ watch`read_once at watch\.c:%d"
+                         % L("read"), r.out), r
+    else:
+        assert "Watchpoint creation failed" in r.out, r
