@@ -59,6 +59,7 @@ backend::TraceSource Server::btrace_source() const {
 backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   backend::LaunchOptions launch = launch_settings_;
   launch.argv = std::move(argv);
+  if (!launch.argv.empty()) launch.argv.front() = backend::program_path(launch.argv.front());
   auto process = backend::Process::launch(launch);
   if (!process) return process.error();
   pid_t pid = (*process)->pid();
