@@ -70,7 +70,9 @@ class Server {
   backend::TraceSource btrace_source() const;
 
  private:
-  void prepare_listener();  // resolve, bind and listen (throws on failure)
+  // Resolve, bind and listen: the resolver's error text if COMM's host does not resolve;
+  // throws on other failures.
+  std::optional<std::string> prepare_listener();
   void run_loop();
   void accept_next();
   void start_stdio();
