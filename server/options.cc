@@ -96,6 +96,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.set_help_flag();   // our own --help text, gdbserver style
   bool help = false, version = false, attach = false;
   bool no_shell = false, with_shell = false, disable_rand = false, no_disable_rand = false;
+  bool allow_writes = false, no_writes = false;
   app.add_flag("--help", help);
   app.add_flag("--version", version);
   app.add_flag("--attach", attach);
@@ -109,7 +110,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_flag("--no-startup-with-shell", no_shell);
   app.add_flag("--disable-randomization", disable_rand);
   app.add_flag("--no-disable-randomization", no_disable_rand);
-  app.add_flag("--allow-file-writes", options.allow_file_writes);
+  app.add_flag("--allow-file-writes", allow_writes);  // the default now; still accepted
+  app.add_flag("--no-file-writes", no_writes);
   app.add_flag("--probe", options.probe);
   app.add_option("--btrace-source", options.btrace_source)
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
@@ -129,7 +131,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --wrapper WRAPPER ARGS... --\n"
                                     "  --startup-with-shell, --no-startup-with-shell\n"
                                     "  --disable-randomization, --no-disable-randomization\n"
-                                    "  --allow-file-writes   let clients write/unlink files (vFile)\n"
+                                    "  --no-file-writes      refuse vFile writes and unlinks (allowed by default,\n"
+                                    "                        as in gdbserver; --allow-file-writes is accepted)\n"
                                     "  --btrace-source=auto|bts|lbr|soft\n"
                                     "  --busy-poll=USEC      poll this long after each event before sleeping\n"
                                     "                        (default 200; 0 = never; never on one CPU)\n"
@@ -144,6 +147,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
   if (no_shell) options.startup_with_shell = false;
   if (no_disable_rand) options.disable_randomization = false;
+  if (no_writes) options.allow_file_writes = false;
   std::vector<std::string> rest = app.remaining();
   // prefix_command() stops at the first argument it does not know: a word starting with '-'
   // there is an option nobody knows, not COMM.

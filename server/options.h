@@ -33,7 +33,7 @@ struct ServerOptions {
   std::vector<std::string> wrapper;
   bool startup_with_shell = true;
   bool disable_randomization = true;
-  bool allow_file_writes = false;
+  bool allow_file_writes = true;  // vFile writes and unlinks, as gdbserver; --no-file-writes
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never

@@ -174,6 +174,18 @@ TEST_CASE("--selftest needs no COMM; an empty filter is refused") {
   CHECK(std::get<EarlyExit>(empty).text == "Error: selftest filter is empty.\n");
 }
 
+TEST_CASE("file writes: allowed by default, --no-file-writes refuses, --allow-file-writes accepted") {
+  auto d = parse({":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(d));
+  CHECK(std::get<ServerOptions>(d).allow_file_writes);
+  auto no = parse({"--no-file-writes", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(no));
+  CHECK_FALSE(std::get<ServerOptions>(no).allow_file_writes);
+  auto yes = parse({"--allow-file-writes", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(yes));
+  CHECK(std::get<ServerOptions>(yes).allow_file_writes);
+}
+
 TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
   auto r = parse({"--event-loop-debug", "--debug-format=timestamp", ":1", "p"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
