@@ -32,7 +32,7 @@ struct InTempDir {
 };
 }  // namespace
 
-TEST_CASE("a bare program name that is a file here is made absolute; others are left alone") {
+TEST_CASE("a bare program name that is a file here is made absolute, others are left alone") {
   InTempDir here;
   std::ofstream("prog") << "#!/bin/sh\n";
   ::mkdir("subdir", 0755);

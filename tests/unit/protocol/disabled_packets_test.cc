@@ -5,7 +5,7 @@
 
 using namespace protocol;
 
-TEST_CASE("--disable-packet lists", "[disabled_packets]") {
+TEST_CASE("disable-packet lists", "[disabled_packets]") {
   auto none = parse_disabled_packets("");
   REQUIRE(none);
   CHECK(*none == DisabledPackets{});

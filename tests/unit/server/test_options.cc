@@ -107,7 +107,7 @@ TEST_CASE("unknown options are refused with gdbserver's words, not taken for COM
   CHECK(std::get<ServerOptions>(stdio).comm == "-");
 }
 
-TEST_CASE("--disable-packet: a list, the list of lists, or an error") {
+TEST_CASE("option disable-packet: a list, the list of lists, or an error") {
   auto r = parse({"--once", "--disable-packet=Tthread,qC", ":1", "prog"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   auto d = std::get<ServerOptions>(r).disabled_packets;
@@ -148,7 +148,7 @@ TEST_CASE("COMM --attach PID, gdbserver's old order") {
   CHECK_FALSE(std::get<ServerOptions>(prog).attach_pid);
 }
 
-TEST_CASE("--wrapper is looked for only among the options") {
+TEST_CASE("option wrapper is looked for only among the options") {
   auto r = parse({":1", "prog", "--wrapper", "x", "--"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   auto& o = std::get<ServerOptions>(r);
@@ -161,7 +161,7 @@ TEST_CASE("--wrapper is looked for only among the options") {
   CHECK(std::get<ServerOptions>(df).comm == ":1");
 }
 
-TEST_CASE("--selftest needs no COMM; an empty filter is refused") {
+TEST_CASE("option selftest needs no COMM, an empty filter is refused") {
   auto r = parse({"--selftest"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   CHECK(std::get<ServerOptions>(r).selftest);

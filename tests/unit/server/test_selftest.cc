@@ -15,7 +15,7 @@ TEST_CASE("the built-in self-checks all pass, and say so in gdbserver's words") 
   CHECK(summary.output.find("Ran " + std::to_string(tests.size()) + " unit tests, 0 failed\n") != std::string::npos);
 }
 
-TEST_CASE("a failing check is counted and reported; filters pick tests by substring") {
+TEST_CASE("a failing check is counted and reported, filters pick tests by substring") {
   std::vector<SelfTest> tests = {
       {"good-one", [] {}},
       {"bad-one", [] { throw SelfTestFailure("expected 1, got 2"); }},
