@@ -37,6 +37,9 @@ bool is_disabled(const Request& request, const DisabledPackets& d) {
   if (d.vcont && (std::holds_alternative<VContQuery>(request) || std::holds_alternative<VCont>(request) ||
                   std::holds_alternative<VCtrlC>(request)))
     return true;
+  // A vCont with bad arguments is not ours to judge either: gdbserver does not look at it.
+  if (const auto* bad = std::get_if<Malformed>(&request); d.vcont && bad && bad->what.starts_with("vCont"))
+    return true;
   if (d.qc && std::holds_alternative<QueryCurrentThread>(request)) return true;
   if (d.qf_thread_info &&
       (std::holds_alternative<ThreadInfoFirst>(request) || std::holds_alternative<ThreadInfoNext>(request)))

@@ -50,6 +50,9 @@ TEST_CASE("disabled packets are the ones gdbserver drops", "[disabled_packets]")
   CHECK(is_disabled(parse_request("vCont?"), d));
   CHECK(is_disabled(parse_request("vCont;c"), d));
   CHECK(is_disabled(parse_request("vCtrlC"), d));
+  CHECK(is_disabled(parse_request("vCont;x"), d));  // malformed, still not looked at
+  CHECK_FALSE(is_disabled(parse_request("vCont;x"), DisabledPackets{}));
+  CHECK_FALSE(is_disabled(parse_request("m12"), d));
   CHECK_FALSE(is_disabled(parse_request("c"), d));
   CHECK_FALSE(is_disabled(parse_request("qC"), d));
 
