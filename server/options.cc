@@ -13,9 +13,10 @@ namespace {
 
 constexpr const char* kUsage =
     "Usage:\tbranchstub [OPTIONS] COMM PROG [ARGS ...]\n"
-    "\tbranchstub [OPTIONS] --attach COMM PID\n"
+    "\tbranchstub [OPTIONS] --attach COMM PID   (or COMM --attach PID)\n"
     "\tbranchstub [OPTIONS] --multi COMM\n"
     "\tbranchstub --probe\n"
+    "\tbranchstub --selftest[=FILTER]\n"
     "\n"
     "COMM may either be a tty device (for serial debugging),\n"
     "HOST:PORT to listen for a TCP connection (bound exactly to HOST),\n"
