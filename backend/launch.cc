@@ -1,6 +1,7 @@
 #include "backend/launch.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
@@ -62,6 +63,35 @@ std::string resolve_program(const std::string& program) {
   return {};
 }
 
+std::string program_path(const std::string& program) {
+  if (program.empty() || program.find('/') != std::string::npos) return program;
+  struct stat st;
+  if (::stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return program;
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) return program;
+  return std::string(cwd) + "/" + program;
+}
+
+Result<std::string> expand_tilde(const std::string& path) {
+  if (path.empty() || path.front() != '~') return path;
+  size_t slash = path.find('/');
+  std::string user = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+  std::string rest = slash == std::string::npos ? std::string() : path.substr(slash);
+  std::string home;
+  if (user.empty()) {
+    const char* env = std::getenv("HOME");
+    if (env && *env) {
+      home = env;
+    } else if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) {
+      home = pw->pw_dir;
+    }
+  } else if (const passwd* pw = ::getpwnam(user.c_str()); pw && pw->pw_dir) {
+    home = pw->pw_dir;
+  }
+  if (home.empty()) return Error{ENOENT, fmt::format("Could not find a match for '{}'.", path.substr(0, slash))};
+  return home + rest;
+}
+
 namespace {
 
 bool is_elf(const std::string& path) {
@@ -116,6 +146,9 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
       if (null_fd > 0) ::close(null_fd);
     }
     ::dup2(2, 1);  // the program's output must not corrupt the protocol on our stdout
+    // gdbserver says so, and GDB's testsuite (non-existing-program.exp) waits for these words.
+    const char* said = "stdin/stdout redirected\n";
+    (void)!::write(2, said, std::strlen(said));
   }
   if (dir && ::chdir(dir) != 0) {
     const char* msg = "Cannot change to the working directory\n";
@@ -155,7 +188,14 @@ Result<pid_t> launch_traced(const LaunchOptions& options) {
   std::vector<std::string> direct = options.wrapper;
   direct.insert(direct.end(), options.argv.begin(), options.argv.end());
   auto argv = c_array(direct);
-  const char* dir = options.working_dir ? options.working_dir->c_str() : nullptr;
+  // Expanded here, not in the child: between fork and exec only async-signal-safe calls.
+  std::string working_dir;
+  if (options.working_dir) {
+    auto expanded = expand_tilde(*options.working_dir);
+    if (!expanded) return expanded.error();
+    working_dir = *expanded;
+  }
+  const char* dir = options.working_dir ? working_dir.c_str() : nullptr;
 
   pid_t pid = ::fork();
   if (pid < 0) return errno_error("Cannot fork");

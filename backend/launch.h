@@ -19,6 +19,14 @@ std::string shell_quote(const std::string& word);
 std::string shell_command(const LaunchOptions& options);
 // Absolute path of the program as execvp would find it ("" if not found).
 std::string resolve_program(const std::string& program);
+// gdbserver's rule for the program to start: a bare name (no '/') that is a regular file in
+// the current directory means that file (made absolute); anything else is left as it is, and
+// a bare name is then looked up in PATH.
+std::string program_path(const std::string& program);
+// "~" or "~/..." -> $HOME (else the user's passwd entry); "~user[/...]" -> that user's home;
+// anything else unchanged. Error for an unknown user, or no home at all (GDB expands the
+// inferior's working directory this way before it starts the program).
+Result<std::string> expand_tilde(const std::string& path);
 
 // Forks and execs; on success the child is ptrace-stopped right after the real program's
 // exec (ld.so entry), with PTRACE_O_EXITKILL|TRACEEXEC set. Error if the program could not

@@ -114,12 +114,16 @@ uint8_t sig_byte(int sig) { return static_cast<uint8_t>(sig & 0xff); }
 }  // namespace
 
 std::string format_stop_reply(const StopReply& stop, const Dialect& d) {
+  // --disable-packet=T: the old 'S' reply, the signal alone, whatever the stop was.
+  if (d.disabled.t_stop) return fmt::format("S{:02x}", sig_byte(stop.gdb_signal));
   std::string out = fmt::format("T{:02x}", sig_byte(stop.gdb_signal));
   append_reason(out, stop, d);
   for (const auto& [regno, bytes] : stop.registers)
     out += fmt::format("{:02x}:", static_cast<unsigned>(regno)) + to_hex(bytes) + ";";
-  out += "thread:" + format_thread_id(stop.pid, stop.tid, d.multiprocess) + ";";
-  if (stop.core && *stop.core >= 0) out += "core:" + hex_u64(static_cast<uint64_t>(*stop.core)) + ";";
+  if (!d.disabled.t_thread) {  // --disable-packet=Tthread drops the core with the thread, as gdbserver
+    out += "thread:" + format_thread_id(stop.pid, stop.tid, d.multiprocess) + ";";
+    if (stop.core && *stop.core >= 0) out += "core:" + hex_u64(static_cast<uint64_t>(*stop.core)) + ";";
+  }
   if (d.lldb) {
     if (!stop.thread_name.empty()) append_name(out, stop.thread_name);
     if (d.list_threads_in_stop && !stop.all_tids.empty()) {

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/disabled_packets.h"
+
 namespace protocol {
 
 // What the client negotiated; the one place where GDB and LLDB differ on the wire.
@@ -24,6 +26,8 @@ struct Dialect {
   bool thread_suffix = false;  // LLDB QThreadSuffixSupported accepted
   bool list_threads_in_stop = false;  // LLDB QListThreadsInStopReply accepted
   bool error_strings = false;  // LLDB QEnableErrorStrings
+  // Not negotiated: what the server was started with (--disable-packet); kept across qSupported.
+  DisabledPackets disabled;
 };
 
 enum class StopReason {

@@ -1,5 +1,5 @@
 // Host I/O (vFile): files opened on the server's side for the client (GDB reads the program
-// and its libraries this way). Writes and unlinks only with --allow-file-writes.
+// and its libraries this way). Writes and unlinks are allowed unless --no-file-writes.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ class HostIo {
   std::map<int, int> fds_;  // client fd -> host fd
   int next_fd_ = 3;
   int fs_pid_ = 0;
-  bool allow_writes_ = false;
+  bool allow_writes_ = true;
 };
 
 }  // namespace server

@@ -3,6 +3,7 @@
 
 #include "backend/probe.h"
 #include "server/options.h"
+#include "server/selftest.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,12 @@ int main(int argc, char** argv) {
     return early->code;
   }
   auto& options = std::get<server::ServerOptions>(parsed);
+  if (options.selftest) {
+    // gdbserver prints these lines on its debug output, stderr.
+    auto summary = server::run_selftests(server::builtin_selftests(), options.selftest_filters);
+    std::fputs(summary.output.c_str(), stderr);
+    return summary.failed == 0 ? 0 : 1;
+  }
   if (options.probe) {
     std::fputs(backend::format_probe(backend::run_probe()).c_str(), stdout);
     return 0;

@@ -5,15 +5,18 @@
 
 #include <charconv>
 
+#include "server/log.h"
+
 namespace server {
 
 namespace {
 
 constexpr const char* kUsage =
     "Usage:\tbranchstub [OPTIONS] COMM PROG [ARGS ...]\n"
-    "\tbranchstub [OPTIONS] --attach COMM PID\n"
+    "\tbranchstub [OPTIONS] --attach COMM PID   (or COMM --attach PID)\n"
     "\tbranchstub [OPTIONS] --multi COMM\n"
     "\tbranchstub --probe\n"
+    "\tbranchstub --selftest[=FILTER]\n"
     "\n"
     "COMM may either be a tty device (for serial debugging),\n"
     "HOST:PORT to listen for a TCP connection (bound exactly to HOST),\n"
@@ -45,28 +48,56 @@ std::optional<ListenAddress> parse_comm(const std::string& comm) {
 }
 
 std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv) {
-  // --wrapper takes every argument up to "--": pull it out before CLI11 sees it.
+  // Options end at the first argument that is not one (COMM, or "-"); what follows COMM
+  // belongs to the program and is never looked at. gdbserver's options whose syntax CLI11
+  // does not have (--wrapper ... --, --disable-packet with or without a list, --selftest[=F],
+  // --debug-format=LIST) are taken out here; the rest goes to CLI11.
   std::vector<std::string> args;
   ServerOptions options;
-  for (int i = 1; i < argc; ++i) {
+  int i = 1;
+  for (; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg.empty() || arg.front() != '-' || arg == "-") break;
     if (arg == "--wrapper") {
       int j = i + 1;
       while (j < argc && std::string(argv[j]) != "--") options.wrapper.push_back(argv[j++]);
       if (j >= argc || options.wrapper.empty())
         return EarlyExit{1, "branchstub: --wrapper: expected wrapper arguments followed by --\n"};
       i = j;
-      continue;
+    } else if (arg == "--disable-packet") {
+      return EarlyExit{0, protocol::disableable_packets_text()};
+    } else if (arg.starts_with("--disable-packet=")) {
+      std::string bad;
+      auto disabled = protocol::parse_disabled_packets(std::string_view(arg).substr(17), &bad);
+      if (!disabled)
+        return EarlyExit{1, fmt::format("Don't know how to disable \"{}\".\n\n{}", bad,
+                                        protocol::disableable_packets_text())};
+      options.disabled_packets = *disabled;
+    } else if (arg == "--selftest") {
+      options.selftest = true;
+    } else if (arg.starts_with("--selftest=")) {
+      options.selftest = true;
+      if (arg.size() == 11) return EarlyExit{1, "Error: selftest filter is empty.\n"};
+      options.selftest_filters.push_back(arg.substr(11));
+    } else if (arg.starts_with("--debug-format=")) {
+      auto format = parse_debug_format(std::string_view(arg).substr(15));
+      if (!format.error.empty()) return EarlyExit{1, format.error};
+      options.debug_timestamps = format.timestamps;
+    } else {
+      args.push_back(arg);
+      // CLI11 also takes "--opt VALUE": the value is not COMM.
+      bool value_follows = arg == "--debug-file" || arg == "--btrace-source" || arg == "--busy-poll";
+      if (value_follows && i + 1 < argc) args.push_back(argv[++i]);
     }
-    args.push_back(std::move(arg));
   }
+  for (; i < argc; ++i) args.push_back(argv[i]);
 
   CLI::App app{"branchstub: a gdbserver-compatible debug server with branch tracing", "branchstub"};
   app.prefix_command();  // everything after COMM PROG belongs to the program
   app.set_help_flag();   // our own --help text, gdbserver style
   bool help = false, version = false, attach = false;
   bool no_shell = false, with_shell = false, disable_rand = false, no_disable_rand = false;
-  std::string comm_and_more;
+  bool allow_writes = false, no_writes = false;
   app.add_flag("--help", help);
   app.add_flag("--version", version);
   app.add_flag("--attach", attach);
@@ -74,18 +105,19 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_flag("--once", options.once);
   app.add_flag("--debug", options.debug);
   app.add_flag("--remote-debug", options.remote_debug);
+  app.add_flag("--event-loop-debug", options.event_loop_debug);
   app.add_option("--debug-file", options.debug_file);
   app.add_flag("--startup-with-shell", with_shell);
   app.add_flag("--no-startup-with-shell", no_shell);
   app.add_flag("--disable-randomization", disable_rand);
   app.add_flag("--no-disable-randomization", no_disable_rand);
-  app.add_flag("--allow-file-writes", options.allow_file_writes);
+  app.add_flag("--allow-file-writes", allow_writes);  // the default now; still accepted
+  app.add_flag("--no-file-writes", no_writes);
   app.add_flag("--probe", options.probe);
   app.add_option("--btrace-source", options.btrace_source)
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
-  app.allow_extras();
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -96,11 +128,13 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   if (help) return EarlyExit{0, std::string(kUsage) +
                                     "\nOptions:\n"
                                     "  --help, --version, --attach, --multi, --once\n"
-                                    "  --debug, --remote-debug, --debug-file=FILE\n"
+                                    "  --debug, --remote-debug, --event-loop-debug, --debug-file=FILE\n"
+                                    "  --debug-format=all|none|timestamp\n"
                                     "  --wrapper WRAPPER ARGS... --\n"
                                     "  --startup-with-shell, --no-startup-with-shell\n"
                                     "  --disable-randomization, --no-disable-randomization\n"
-                                    "  --allow-file-writes   let clients write/unlink files (vFile)\n"
+                                    "  --no-file-writes      refuse vFile writes and unlinks (allowed by default,\n"
+                                    "                        as in gdbserver; --allow-file-writes is accepted)\n"
                                     "  --btrace-source=auto|bts|lbr|soft\n"
                                     "  --watchpoints=auto|hardware|software\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
@@ -108,20 +142,35 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "                        the probe sees debug-register traps)\n"
                                     "  --busy-poll=USEC      poll this long after each event before sleeping\n"
                                     "                        (default 200; 0 = never; never on one CPU)\n"
-                                    "  --probe               print what branch-trace hardware works here\n"};
+                                    "  --probe               print what branch-trace hardware works here\n"
+                                    "  --selftest[=FILTER]   run the built-in self-checks and exit\n"
+                                    "\nMaintenance options:\n"
+                                    "  --disable-packet=OPT1[,OPT2,...]\n"
+                                    "                        disable support for RSP packets or features\n"
+                                    "                        (--disable-packet alone lists them)\n"};
   if (version)
     return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
   if (no_shell) options.startup_with_shell = false;
   if (no_disable_rand) options.disable_randomization = false;
-  if (options.probe) return options;
-
+  if (no_writes) options.allow_file_writes = false;
   std::vector<std::string> rest = app.remaining();
+  // prefix_command() stops at the first argument it does not know: a word starting with '-'
+  // there is an option nobody knows, not COMM.
+  if (!rest.empty() && rest.front().size() > 1 && rest.front().front() == '-')
+    return EarlyExit{1, fmt::format("Unknown argument: {}\n", rest.front())};
+  if (options.probe) return options;
+  if (options.selftest) return options;  // no COMM needed
   if (rest.empty()) return EarlyExit{1, std::string("branchstub: no COMM given.\n") + kUsage};
   options.comm = rest.front();
   rest.erase(rest.begin());
   if (!parse_comm(options.comm))
     return EarlyExit{1, fmt::format("branchstub: bad COMM '{}': use HOST:PORT, :PORT or -\n", options.comm)};
+  // gdbserver's old order, still accepted by it: COMM --attach PID.
+  if (!rest.empty() && rest.front() == "--attach") {
+    attach = true;
+    rest.erase(rest.begin());
+  }
   if (attach) {
     if (rest.size() != 1) return EarlyExit{1, std::string("branchstub: --attach needs one PID.\n") + kUsage};
     auto pid = parse_pid(rest.front());

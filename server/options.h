@@ -1,8 +1,11 @@
 // The command line, compatible with gdbserver's:
 //   branchstub [OPTIONS] COMM PROG [ARGS...]
-//   branchstub [OPTIONS] --attach COMM PID
+//   branchstub [OPTIONS] --attach COMM PID     (or COMM --attach PID, gdbserver's old order)
 //   branchstub [OPTIONS] --multi COMM
+//   branchstub --selftest[=FILTER]
 // COMM is HOST:PORT, :PORT (127.0.0.1 only), or "-"/"stdio" for the protocol on stdin/stdout.
+// Options come before COMM; an option nobody knows is an error ("Unknown argument: ..."), never
+// taken for COMM.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +14,8 @@
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "protocol/disabled_packets.h"
 
 namespace server {
 
@@ -22,15 +27,20 @@ struct ServerOptions {
   bool once = false;
   bool debug = false;
   bool remote_debug = false;
+  bool event_loop_debug = false;
+  bool debug_timestamps = false;  // --debug-format=all|timestamp
   std::optional<std::string> debug_file;
   std::vector<std::string> wrapper;
   bool startup_with_shell = true;
   bool disable_randomization = true;
-  bool allow_file_writes = false;
+  bool allow_file_writes = true;  // vFile writes and unlinks, as gdbserver; --no-file-writes
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft
   std::string watchpoints = "auto";    // auto | hardware | software (see backend/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
+  protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
+  bool selftest = false;                // --selftest: run the built-in self-checks and exit
+  std::vector<std::string> selftest_filters;  // --selftest=FILTER (substring of a check's name)
 };
 
 // What main() should do instead of serving: print `text` (to stdout when code is 0) and exit.

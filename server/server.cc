@@ -2,6 +2,7 @@
 
 #include "backend/launch.h"
 
+#include <netdb.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 namespace server {
 
@@ -18,7 +20,9 @@ using boost::asio::ip::tcp;
 Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer_(io_), exit_timer_(io_) {
   log_.debug = options_.debug;
   log_.remote_debug = options_.remote_debug;
-  if (options_.debug_file) log_.file = std::fopen(options_.debug_file->c_str(), "a");
+  log_.event_loop = options_.event_loop_debug;
+  log_.timestamps = options_.debug_timestamps;
+  if (options_.debug_file) log_.set_file(*options_.debug_file);
   launch_settings_.startup_with_shell = options_.startup_with_shell;
   launch_settings_.disable_randomization = options_.disable_randomization;
   launch_settings_.wrapper = options_.wrapper;
@@ -29,7 +33,6 @@ Server::~Server() {
   session_.reset();
   if (process_ && process_->alive()) shut_down_inferior();
   if (sigchld_fd_ >= 0 && !sigchld_stream_) ::close(sigchld_fd_);
-  if (log_.file) std::fclose(log_.file);
 }
 
 const backend::ProbeReport& Server::probe() {
@@ -74,6 +77,7 @@ backend::TraceSource Server::btrace_source() const {
 backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   backend::LaunchOptions launch = launch_settings_;
   launch.argv = std::move(argv);
+  if (!launch.argv.empty()) launch.argv.front() = backend::program_path(launch.argv.front());
   auto process = backend::Process::launch(launch);
   if (!process) return process.error();
   pid_t pid = (*process)->pid();
@@ -190,7 +194,12 @@ int Server::run() {
   auto address = parse_comm(options_.comm);
   if (!address->stdio) {
     try {
-      prepare_listener();
+      if (auto unresolved = prepare_listener()) {
+        // gdbserver's words; GDB's testsuite waits for ": cannot resolve name: ".
+        log_.notice(fmt::format("{}: cannot resolve name: {}", options_.comm, *unresolved));
+        log_.notice("Exiting");
+        return 1;
+      }
     } catch (const boost::system::system_error& e) {
       std::string reason = e.code() == asio::error::address_in_use ? "Address already in use." : e.code().message() + ".";
       log_.notice(fmt::format("Can't bind address: {}", reason));
@@ -252,11 +261,21 @@ void Server::run_loop() {
   }
 }
 
-void Server::prepare_listener() {
+std::optional<std::string> Server::prepare_listener() {
   auto address = *parse_comm(options_.comm);
-  tcp::resolver resolver(io_);
-  auto endpoints = resolver.resolve(address.host, address.port, tcp::resolver::numeric_service);
-  tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  // getaddrinfo itself rather than Asio's resolver: its error is reported in gai_strerror's
+  // words, as gdbserver does.
+  addrinfo hint{};
+  hint.ai_family = AF_UNSPEC;
+  hint.ai_socktype = SOCK_STREAM;
+  hint.ai_protocol = IPPROTO_TCP;
+  addrinfo* found = nullptr;
+  if (int r = ::getaddrinfo(address.host.c_str(), address.port.c_str(), &hint, &found); r != 0)
+    return std::string(::gai_strerror(r));
+  tcp::endpoint endpoint;
+  std::memcpy(endpoint.data(), found->ai_addr, found->ai_addrlen);
+  endpoint.resize(found->ai_addrlen);
+  ::freeaddrinfo(found);
   if (endpoint.address().is_unspecified())
     log_.notice(fmt::format("warning: listening on every interface ({}), as you asked: "
                             "anyone who can reach this port can run code as this user", address.host));
@@ -265,6 +284,7 @@ void Server::prepare_listener() {
   acceptor_->set_option(tcp::acceptor::reuse_address(true));
   acceptor_->bind(endpoint);
   acceptor_->listen(1);
+  return std::nullopt;
 }
 
 void Server::accept_next() {
@@ -275,6 +295,7 @@ void Server::accept_next() {
     }
     boost::system::error_code ignored;
     auto peer = socket.remote_endpoint(ignored);
+    log_.loop("listening socket: connection accepted");
     log_.notice(fmt::format("Remote debugging from host {}, port {}", peer.address().to_string(), peer.port()));
     interrupt_pending_ = false;  // a ^C of the previous client is not this one's
     session_ = std::make_unique<Session>(*this, make_tcp_transport(std::move(socket)));
@@ -290,6 +311,7 @@ void Server::start_stdio() {
 
 void Server::session_closed(Session* session) {
   if (session != session_.get()) return;
+  log_.loop("client connection closed");
   // Destroy the session after its callbacks have unwound.
   auto closing = std::shared_ptr<Session>(session_.release());
   asio::post(io_, [closing] {});
@@ -324,6 +346,7 @@ void Server::watch_sigchld() {
     for (ssize_t n; (n = ::read(sigchld_fd_, info, sizeof info)) > 0;)
       for (size_t i = 0; i < static_cast<size_t>(n) / sizeof info[0]; ++i)
         if (info[i].ssi_signo != SIGCHLD) terminate = true;
+    log_.loop("signalfd readable{}", terminate ? " (termination request)" : " (SIGCHLD)");
     for (auto it = orphans_.begin(); it != orphans_.end();)
       it = backend::reap_if_exited(*it) ? orphans_.erase(it) : std::next(it);
     poll_inferior();
@@ -365,6 +388,7 @@ void Server::arm_poll_timer() {
   poll_timer_.async_wait([this](boost::system::error_code ec) {
     polling_ = false;
     if (ec) return;
+    log_.loop("poll timer fired");
     poll_inferior();
     if (running_process()) arm_poll_timer();
   });

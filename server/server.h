@@ -76,7 +76,9 @@ class Server {
   backend::ThreadDb& thread_db() { return thread_db_; }
 
  private:
-  void prepare_listener();  // resolve, bind and listen (throws on failure)
+  // Resolve, bind and listen: the resolver's error text if COMM's host does not resolve;
+  // throws on other failures.
+  std::optional<std::string> prepare_listener();
   void run_loop();
   void accept_next();
   void start_stdio();

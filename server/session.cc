@@ -10,6 +10,7 @@ namespace server {
 Session::Session(Server& server, std::unique_ptr<Transport> transport)
     : server_(server), transport_(std::move(transport)) {
   hostio_.allow_writes(server.options().allow_file_writes);
+  dialect_.disabled = server.options().disabled_packets;
   if (auto* p = process()) general_thread_ = p->last_stop().tid;
 }
 
@@ -49,6 +50,7 @@ int Session::host_signal(int wire) const {
 }
 
 void Session::on_bytes(std::string_view bytes) {
+  server_.log().loop("client connection readable: {} bytes", bytes.size());
   for (auto& event : framer_.feed(bytes)) {
     using Kind = protocol::Framer::Event::Kind;
     switch (event.kind) {
@@ -101,6 +103,7 @@ void Session::on_packet(const std::string& payload) {
 }
 
 Reply Session::dispatch(const protocol::Request& request) {
+  if (protocol::is_disabled(request, dialect_.disabled)) return protocol::empty();  // --disable-packet
   return std::visit([this](const auto& r) -> Reply { return handle(*this, r); }, request);
 }
 

@@ -22,24 +22,42 @@ uint64_t length_of(BreakpointType type, uint64_t kind) {
   return type == BreakpointType::Software || type == BreakpointType::Hardware ? 1 : kind;
 }
 
+// `monitor set debug-hw-points 1`: each hardware breakpoint/watchpoint request and its outcome
+// (worded like gdbserver's lines).
+void log_hw_point(Session& s, bool insert, const InsertBreakpoint& z, const backend::Result<void>& r) {
+  const char* type = "hw-breakpoint";
+  switch (z.type) {
+    case BreakpointType::Software: return;
+    case BreakpointType::Hardware: break;
+    case BreakpointType::WriteWatch: type = "data-write"; break;
+    case BreakpointType::ReadWatch: type = "data-read"; break;
+    case BreakpointType::AccessWatch: type = "data-read-write"; break;
+  }
+  s.server().log().hw_point("{}_{} (addr={:016x}, len={}, type={}): {}", insert ? "insert" : "remove",
+                            z.type == BreakpointType::Hardware ? "breakpoint" : "watchpoint", z.addr, z.kind,
+                            type, r ? std::string("OK") : r.error().message);
+}
+
 }  // namespace
 
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r) {
-    // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
-    // watchpoint and tells reads from writes by the value, as with gdbserver.
-    if (r.error().code == EOPNOTSUPP) return empty();
-    return error_reply(s, r.error());
-  }
+  auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
+  log_hw_point(s, true, z, r);
+  // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
+  // watchpoint and tells reads from writes by the value, as with gdbserver.
+  if (!r && r.error().code == EOPNOTSUPP) return empty();
+  if (!r) return error_reply(s, r.error());
   return ok();
 }
 
 Reply handle(Session& s, const RemoveBreakpoint& z) {
   auto* p = s.process();
   if (!p) return error(1);
-  if (auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind)); !r) {
+  auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
+  log_hw_point(s, false, InsertBreakpoint{z.type, z.addr, z.kind}, r);
+  if (!r) {
     // A fork child's copies of the parent's int3s were taken out when it was forked; the
     // client removing them from the child finds them gone already.
     if (z.type == BreakpointType::Software && s.server().is_follower(p->pid())) return ok();

@@ -28,7 +28,9 @@ std::string error_reply(Session& s, const backend::Error& e, int code) {
 
 Reply handle(Session& s, const QuerySupported& q) {
   // The one place the client dialect is decided: GDB always offers swbreak+, LLDB never does.
+  DisabledPackets disabled = s.dialect().disabled;  // the server's --disable-packet, not negotiated
   s.dialect() = negotiate(q);
+  s.dialect().disabled = disabled;
   if (!s.dialect().swbreak) s.note_lldb();
   ServerFeatures features;
   return format_qsupported(features, s.dialect());

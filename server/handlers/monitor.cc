@@ -1,6 +1,8 @@
 // `monitor CMD` (qRcmd): gdbserver's commands plus branchstub's (btrace, stepbranch, lbr, probe).
 #include <algorithm>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "backend/btrace/lbr_source.h"
 #include "backend/symbolizer.h"
@@ -20,9 +22,6 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"help", "Print this message."},
       {"exit", "Quit branchstub (kills a launched program, detaches an attached one)."},
-      {"set debug <0|1>", "Enable or disable general debugging messages."},
-      {"set remote-debug <0|1>", "Enable or disable remote protocol debugging messages."},
-      {"set libthread-db-search-path [PATH]", "Where to look for libthread_db (default $sdir:$pdir)."},
       {"probe", "Show which branch-trace and branch-step mechanisms work on this machine."},
       {"btrace start", "Start recording branches of the current thread (for clients without record btrace)."},
       {"btrace stop", "Stop recording branches of the current thread."},
@@ -31,6 +30,77 @@ const std::vector<Command>& commands() {
       {"btrace calls [N]", "Print the last N entries of the function-call history (default 20)."},
       {"stepbranch [N]", "Resume the current thread until it has taken N branches (default 1)."},
       {"lbr", "Print the Last Branch Record taken at the current stop (needs the msr_helper module)."},
+  };
+  return list;
+}
+
+// `monitor set NAME VALUE`, one row per setting (gdbserver's, then ours). `run` gets the text
+// after "set NAME " and returns what to print, or nullopt when it does not understand it:
+// the client then gets the unknown-command answer.
+struct SetCommand {
+  std::string_view name;
+  std::string_view usage;  // for monitor help
+  std::string_view help;
+  std::optional<std::string> (*run)(Session&, std::string_view value);
+};
+
+std::optional<bool> zero_or_one(std::string_view value) {
+  if (value == "1" || value == "on") return true;
+  if (value == "0" || value == "off") return false;
+  return std::nullopt;
+}
+
+const std::vector<SetCommand>& set_commands() {
+  static const std::vector<SetCommand> list = {
+      {"debug", "set debug <0|1>", "Enable or disable general debugging messages.",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto on = zero_or_one(v);
+         if (!on) return std::nullopt;
+         s.server().log().debug = *on;
+         return *on ? "Debug output enabled.\n" : "Debug output disabled.\n";
+       }},
+      {"debug-hw-points", "set debug-hw-points <0|1>",
+       "Enable or disable hardware breakpoint/watchpoint debugging messages.",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto on = zero_or_one(v);
+         if (!on) return std::nullopt;
+         s.server().log().hw_points = *on;
+         return *on ? "H/W point debugging output enabled.\n" : "H/W point debugging output disabled.\n";
+       }},
+      {"remote-debug", "set remote-debug <0|1>", "Enable or disable remote protocol debugging messages.",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto on = zero_or_one(v);
+         if (!on) return std::nullopt;
+         s.server().log().remote_debug = *on;
+         return *on ? "Protocol debug output enabled.\n" : "Protocol debug output disabled.\n";
+       }},
+      {"event-loop-debug", "set event-loop-debug <0|1>", "Enable or disable event loop debugging messages.",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto on = zero_or_one(v);
+         if (!on) return std::nullopt;
+         s.server().log().event_loop = *on;
+         return *on ? "Event loop debug output enabled.\n" : "Event loop debug output disabled.\n";
+       }},
+      {"debug-format", "set debug-format LIST",
+       "Extra debug format: all, none or timestamp (comma-separated).",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto format = parse_debug_format(v);
+         if (!format.error.empty()) return std::nullopt;
+         s.server().log().timestamps = format.timestamps;
+         return format.said;
+       }},
+      {"libthread-db-search-path", "set libthread-db-search-path [PATH]",
+       "Where to look for libthread_db (default $sdir:$pdir), for thread-local storage.",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         auto& thread_db = s.server().thread_db();
+         thread_db.set_search_path(std::string(v));
+         return "libthread-db-search-path set to `" + thread_db.search_path() + "'\n";
+       }},
+      {"debug-file", "set debug-file [FILE]", "Write debugging messages to FILE (none: back to stderr).",
+       [](Session& s, std::string_view v) -> std::optional<std::string> {
+         s.server().log().set_file(std::string(v));
+         return std::string();  // gdbserver says nothing
+       }},
   };
   return list;
 }
@@ -49,20 +119,49 @@ size_t count_arg(const std::vector<std::string>& w, size_t index, size_t fallbac
   return (end && *end == '\0' && n > 0) ? std::min<unsigned long>(n, 100000) : fallback;
 }
 
-// `set libthread-db-search-path [PATH]`, matched as gdbserver does (thread-db.cc): the words
-// exactly, then the end or a space; PATH is the rest without leading blanks, spaces kept.
-std::optional<std::string> search_path_argument(const std::string& command) {
-  constexpr std::string_view kCommand = "set libthread-db-search-path";
-  if (!command.starts_with(kCommand)) return std::nullopt;
-  if (command.size() > kCommand.size() && command[kCommand.size()] != ' ') return std::nullopt;
-  size_t start = command.find_first_not_of(" \t\n\v\f\r", kCommand.size());
-  return start == std::string::npos ? std::string() : command.substr(start);
-}
-
 std::string help_text() {
   std::string out = "The following monitor commands are supported:\n";
-  for (const auto& c : commands()) out += fmt::format("  {:<24} -- {}\n", c.name, c.help);
+  auto row = [&out](std::string_view name, std::string_view help) {
+    out += name.size() <= 26 ? fmt::format("  {:<26} -- {}\n", name, help)
+                             : fmt::format("  {}\n  {:<26} -- {}\n", name, "", help);
+  };
+  for (size_t i = 0; i < commands().size(); ++i) {
+    row(commands()[i].name, commands()[i].help);
+    if (commands()[i].name == "exit")
+      for (const auto& c : set_commands()) row(c.usage, c.help);
+  }
   return out;
+}
+
+// gdbserver's answer to a command it does not know (an empty one too): the reason, the help,
+// then E01, which GDB reports as "Protocol error with Rcmd".
+Reply unknown_command(Session& s, std::string_view why) {
+  s.send_console(std::string(why) + help_text());
+  return error(1);
+}
+
+// `set NAME VALUE` (the text after "set"): the row for NAME.
+Reply set_command(Session& s, std::string_view rest) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    return v;
+  };
+  rest = trim(rest);
+  size_t space = rest.find(' ');
+  std::string_view name = rest.substr(0, space);
+  std::string_view value = space == std::string_view::npos ? std::string_view{} : trim(rest.substr(space));
+  for (const auto& c : set_commands()) {
+    if (c.name != name) continue;
+    auto said = c.run(s, value);
+    if (!said) {
+      if (name == "debug-format") return unknown_command(s, parse_debug_format(value).error);
+      return unknown_command(s, "Unknown monitor command.\n\n");
+    }
+    if (!said->empty()) s.send_console(*said);
+    return ok();
+  }
+  return unknown_command(s, "Unknown monitor command.\n\n");
 }
 
 std::string branch_line(const backend::Symbolizer& symbols, const backend::Branch& b) {
@@ -186,7 +285,8 @@ std::string monitor_stepbranch_text(Session& s, const backend::StopEvent& e) {
 Reply handle(Session& s, const Monitor& m) {
   auto w = words_of(m.command);
   auto& server = s.server();
-  if (w.empty() || w[0] == "help") {
+  if (w.empty()) return unknown_command(s, "Unknown monitor command.\n\n");
+  if (w[0] == "help") {
     s.send_console(help_text());
     return ok();
   }
@@ -194,23 +294,7 @@ Reply handle(Session& s, const Monitor& m) {
     server.request_exit();
     return ok();
   }
-  if (auto path = search_path_argument(m.command)) {
-    auto& thread_db = server.thread_db();
-    thread_db.set_search_path(*path);
-    s.send_console("libthread-db-search-path set to `" + thread_db.search_path() + "'\n");
-    return ok();
-  }
-  if (w[0] == "set" && w.size() == 3 && (w[1] == "debug" || w[1] == "remote-debug")) {
-    bool on = w[2] == "1" || w[2] == "on";
-    if (w[1] == "debug") {
-      server.log().debug = on;
-      s.send_console(on ? "Debug output enabled.\n" : "Debug output disabled.\n");
-    } else {
-      server.log().remote_debug = on;
-      s.send_console(on ? "Protocol debug output enabled.\n" : "Protocol debug output disabled.\n");
-    }
-    return ok();
-  }
+  if (w[0] == "set" && w.size() >= 2) return set_command(s, std::string_view(m.command).substr(m.command.find("set") + 3));
   if (w[0] == "probe") {
     s.send_console(backend::format_probe(server.probe()));
     return ok();
@@ -237,8 +321,7 @@ Reply handle(Session& s, const Monitor& m) {
     server.resumed();
     return std::nullopt;  // output and OK follow when the thread stops
   }
-  s.send_console(fmt::format("Unknown monitor command '{}'. Try 'monitor help'.\n", m.command));
-  return ok();
+  return unknown_command(s, "Unknown monitor command.\n\n");
 }
 
 }  // namespace server

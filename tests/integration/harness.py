@@ -259,7 +259,7 @@ class Server:
     """One server process. `args` are the server's arguments with the string "{COMM}"
     standing for the HOST:PORT argument, e.g. ["--once", "{COMM}", prog]."""
 
-    def __init__(self, args, binary=None, host="127.0.0.1", env=None, stdin=None):
+    def __init__(self, args, binary=None, host="127.0.0.1", env=None, stdin=None, cwd=None):
         self.binary = binary or SERVER
         self.port = None
         self.proc = None
@@ -270,7 +270,7 @@ class Server:
             argv = [self.binary] + [a.replace("{COMM}", comm) for a in args]
             proc = subprocess.Popen(argv, stdin=stdin or subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, env=env)
+                                    start_new_session=True, env=env, cwd=cwd)
             err = Reader(proc.stderr)
             out = Reader(proc.stdout)
             m = err.wait_for(r"Listening on port (\d+)|Can't bind address|Can't listen", 30)

@@ -87,3 +87,114 @@ TEST_CASE("busy-poll option: default, explicit, off, bad values") {
   CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=soon", ":1", "p"})));
   CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=1000000", ":1", "p"})));
 }
+
+TEST_CASE("unknown options are refused with gdbserver's words, not taken for COMM") {
+  auto r = parse({"--once", "--no-such-option", ":1", "prog"});
+  REQUIRE(std::holds_alternative<EarlyExit>(r));
+  CHECK(std::get<EarlyExit>(r).code == 1);
+  CHECK(std::get<EarlyExit>(r).text == "Unknown argument: --no-such-option\n");
+  auto eq = parse({"--frob=3", ":1", "prog"});
+  REQUIRE(std::holds_alternative<EarlyExit>(eq));
+  CHECK(std::get<EarlyExit>(eq).text == "Unknown argument: --frob=3\n");
+  CHECK(std::get<EarlyExit>(parse({"-x", ":1", "prog"})).text == "Unknown argument: -x\n");
+  // After COMM everything is the program's, options or not.
+  auto prog = parse({":1", "prog", "--no-such-option"});
+  REQUIRE(std::holds_alternative<ServerOptions>(prog));
+  CHECK(std::get<ServerOptions>(prog).program == std::vector<std::string>{"prog", "--no-such-option"});
+  // "-" is COMM (stdio), not an option.
+  auto stdio = parse({"-", "prog"});
+  REQUIRE(std::holds_alternative<ServerOptions>(stdio));
+  CHECK(std::get<ServerOptions>(stdio).comm == "-");
+}
+
+TEST_CASE("option disable-packet: a list, the list of lists, or an error") {
+  auto r = parse({"--once", "--disable-packet=Tthread,qC", ":1", "prog"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  auto d = std::get<ServerOptions>(r).disabled_packets;
+  CHECK(d.t_thread);
+  CHECK(d.qc);
+  CHECK_FALSE(d.t_stop);
+  CHECK_FALSE(d.vcont);
+  auto threads = parse({"--disable-packet=threads", ":1", "prog"});
+  REQUIRE(std::holds_alternative<ServerOptions>(threads));
+  CHECK(std::get<ServerOptions>(threads).disabled_packets.vcont);
+  CHECK(std::get<ServerOptions>(threads).disabled_packets.qf_thread_info);
+  auto list = parse({"--disable-packet"});
+  REQUIRE(std::holds_alternative<EarlyExit>(list));
+  CHECK(std::get<EarlyExit>(list).code == 0);
+  CHECK(std::get<EarlyExit>(list).text.rfind("Disableable packets:\n", 0) == 0);
+  auto bad = parse({"--disable-packet=Tthreads", ":1", "prog"});
+  REQUIRE(std::holds_alternative<EarlyExit>(bad));
+  CHECK(std::get<EarlyExit>(bad).code == 1);
+  CHECK(std::get<EarlyExit>(bad).text.rfind("Don't know how to disable \"Tthreads\".\n\nDisableable packets:\n", 0) == 0);
+  // In the program's arguments it is the program's.
+  auto prog = parse({":1", "prog", "--disable-packet=bogus"});
+  REQUIRE(std::holds_alternative<ServerOptions>(prog));
+  CHECK(std::get<ServerOptions>(prog).disabled_packets == protocol::DisabledPackets{});
+}
+
+TEST_CASE("COMM --attach PID, gdbserver's old order") {
+  auto r = parse({"--once", "localhost:2346", "--attach", "4321"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  auto& o = std::get<ServerOptions>(r);
+  CHECK(o.attach_pid == 4321);
+  CHECK(o.program.empty());
+  CHECK(o.comm == "localhost:2346");
+  CHECK(std::holds_alternative<EarlyExit>(parse({":1", "--attach"})));
+  CHECK(std::holds_alternative<EarlyExit>(parse({":1", "--attach", "1", "2"})));
+  // Only right after COMM: later it is an argument of the program.
+  auto prog = parse({":1", "prog", "--attach", "5"});
+  REQUIRE(std::holds_alternative<ServerOptions>(prog));
+  CHECK_FALSE(std::get<ServerOptions>(prog).attach_pid);
+}
+
+TEST_CASE("option wrapper is looked for only among the options") {
+  auto r = parse({":1", "prog", "--wrapper", "x", "--"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  auto& o = std::get<ServerOptions>(r);
+  CHECK(o.wrapper.empty());
+  CHECK(o.program == std::vector<std::string>{"prog", "--wrapper", "x", "--"});
+  // A separate option value is not COMM.
+  auto df = parse({"--debug-file", "/tmp/x", ":1", "prog"});
+  REQUIRE(std::holds_alternative<ServerOptions>(df));
+  CHECK(std::get<ServerOptions>(df).debug_file == "/tmp/x");
+  CHECK(std::get<ServerOptions>(df).comm == ":1");
+}
+
+TEST_CASE("option selftest needs no COMM, an empty filter is refused") {
+  auto r = parse({"--selftest"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  CHECK(std::get<ServerOptions>(r).selftest);
+  CHECK(std::get<ServerOptions>(r).selftest_filters.empty());
+  auto f = parse({"--selftest=packets", "--selftest=framing"});
+  REQUIRE(std::holds_alternative<ServerOptions>(f));
+  CHECK(std::get<ServerOptions>(f).selftest_filters == std::vector<std::string>{"packets", "framing"});
+  auto empty = parse({"--selftest="});
+  REQUIRE(std::holds_alternative<EarlyExit>(empty));
+  CHECK(std::get<EarlyExit>(empty).text == "Error: selftest filter is empty.\n");
+}
+
+TEST_CASE("file writes: allowed by default, --no-file-writes refuses, --allow-file-writes accepted") {
+  auto d = parse({":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(d));
+  CHECK(std::get<ServerOptions>(d).allow_file_writes);
+  auto no = parse({"--no-file-writes", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(no));
+  CHECK_FALSE(std::get<ServerOptions>(no).allow_file_writes);
+  auto yes = parse({"--allow-file-writes", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(yes));
+  CHECK(std::get<ServerOptions>(yes).allow_file_writes);
+}
+
+TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
+  auto r = parse({"--event-loop-debug", "--debug-format=timestamp", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  CHECK(std::get<ServerOptions>(r).event_loop_debug);
+  CHECK(std::get<ServerOptions>(r).debug_timestamps);
+  auto none = parse({"--debug-format=all,none", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(none));
+  CHECK_FALSE(std::get<ServerOptions>(none).debug_timestamps);
+  auto bad = parse({"--debug-format=colour", ":1", "p"});
+  REQUIRE(std::holds_alternative<EarlyExit>(bad));
+  CHECK(std::get<EarlyExit>(bad).text == "Unknown debug-format argument: \"colour\"\n");
+}
