@@ -1,0 +1,511 @@
+// AccessDecoder::run_ahead: the verdict for hand-written cases, and the walk checked against the
+// real CPU. A forked child runs instruction sequences under ptrace one single step at a time;
+// at every step the true accesses are decode() at the real registers. For every starting point
+// of every path, the walk from the registers there must:
+// - go where the CPU went (each walked instruction and stop at the address the CPU reached),
+// - know only correct values (every GPR it claims to know equals the real register),
+// - compute, for every instruction it declares safe, exactly the true accesses,
+// - and, with a predicate that covers an access of the k-th instruction, stop exactly at the
+//   first instruction whose true accesses satisfy it (Why::Touches), and at the limit given.
+// Paths come from hand-written sequences (-O0 frames, push/pop, TLS, rip-relative globals...),
+// random sequences from a pool of register/memory instructions, and a real workload (the
+// functions at the end of this file, at -O0 and -O2, plus libc) single-stepped in the child.
+// A sweep over random single instructions checks the register model against the CPU for every
+// form capstone decodes (what each instruction writes), which the pool cannot cover.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/mem_access.h"
+
+using namespace backend;
+using Why = RunAhead::Why;
+
+namespace {
+
+const char* why_name(Why w) {
+  switch (w) {
+    case Why::ControlFlow: return "ControlFlow";
+    case Why::Unknown: return "Unknown";
+    case Why::Touches: return "Touches";
+    case Why::Limit: return "Limit";
+    case Why::Undecodable: return "Undecodable";
+  }
+  return "?";
+}
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// GPR by x86 register number (RunAheadStep::known's bit order).
+unsigned long long& gpr(user_regs_struct& r, int n) {
+  unsigned long long* const slots[16] = {&r.rax, &r.rcx, &r.rdx, &r.rbx, &r.rsp, &r.rbp, &r.rsi, &r.rdi,
+                                         &r.r8,  &r.r9,  &r.r10, &r.r11, &r.r12, &r.r13, &r.r14, &r.r15};
+  return *slots[n];
+}
+uint64_t gpr(const user_regs_struct& r, int n) { return gpr(const_cast<user_regs_struct&>(r), n); }
+const char* const kGprName[16] = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+                                  "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
+
+bool overlaps(const MemAccess& a, const MemAccess& b) {
+  return a.addr < b.addr + b.size && b.addr < a.addr + a.size;
+}
+
+std::string describe(const std::vector<MemAccess>& acc) {
+  std::string s;
+  for (const MemAccess& m : acc) {
+    if (!s.empty()) s += ' ';
+    s += std::string(m.read ? "R" : "") + (m.write ? "W" : "") + std::to_string(m.size) + "@" + hex(m.addr);
+  }
+  return s.empty() ? "none" : s;
+}
+
+bool same_accesses(const std::vector<MemAccess>& a, const std::vector<MemAccess>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].addr != b[i].addr || a[i].size != b[i].size || a[i].read != b[i].read || a[i].write != b[i].write)
+      return false;
+  return true;
+}
+
+// One instruction of a hand-written sequence: its bytes and what they are.
+struct Insn {
+  std::vector<uint8_t> bytes;
+  const char* text;
+};
+
+// Code image at `base`: the instructions back to back, then int3 to the end of the page.
+struct Image {
+  uint64_t base = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<uint64_t> starts;  // address of each instruction
+
+  Image(uint64_t at, const std::vector<Insn>& insns, size_t size = 4096) : base(at) {
+    for (const Insn& i : insns) {
+      starts.push_back(base + bytes.size());
+      bytes.insert(bytes.end(), i.bytes.begin(), i.bytes.end());
+    }
+    starts.push_back(base + bytes.size());  // where the int3 fill starts
+    if (bytes.size() < size) bytes.resize(size, 0xcc);
+  }
+  CodeBytesReader reader() const {
+    return [this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+      if (addr < base || addr >= base + bytes.size()) return 0;
+      size_t n = std::min<size_t>(out.size(), base + bytes.size() - addr);
+      std::memcpy(out.data(), bytes.data() + (addr - base), n);
+      return n;
+    };
+  }
+};
+
+// --- verdicts without the CPU -------------------------------------------------------------------
+
+constexpr uint64_t kAt = 0x401000;
+
+user_regs_struct some_regs() {
+  user_regs_struct r{};
+  uint64_t v = 0x7f0000001000;
+  for (int n = 0; n < 16; ++n) gpr(r, n) = v + 0x100000 * n;
+  r.rsp = 0x7ffe0000f000;
+  r.rbp = 0x7ffe0000f100;
+  r.rip = kAt;
+  r.fs_base = 0x7f1234560000;
+  r.gs_base = 0x7f6543210000;
+  return r;
+}
+
+struct Walk {
+  RunAhead ra;
+  std::vector<RunAheadStep> trace;
+};
+
+Walk walk(AccessDecoder& dec, const std::vector<Insn>& insns, const user_regs_struct& regs,
+          std::function<bool(const MemAccess&)> touches = {}, uint32_t max = 512) {
+  Image img(regs.rip, insns);
+  Walk w;
+  w.ra = dec.run_ahead(regs, img.reader(), touches, max, &w.trace);
+  return w;
+}
+
+// The walk stops at instruction `index` of `insns` for `why`.
+void expect_stop(AccessDecoder& dec, const std::vector<Insn>& insns, uint32_t index, Why why,
+                 const user_regs_struct& regs = some_regs()) {
+  Image img(regs.rip, insns);
+  Walk w = walk(dec, insns, regs);
+  std::string listing;
+  for (size_t i = 0; i < insns.size(); ++i) listing += std::string(i == index ? " >" : "  ") + insns[i].text + "\n";
+  INFO("sequence:\n" << listing << "walk: stop " << hex(w.ra.stop) << " after " << w.ra.insns << ", "
+                     << why_name(w.ra.why));
+  CHECK(w.ra.why == why);
+  CHECK(w.ra.insns == index);
+  CHECK(w.ra.stop == img.starts[index]);
+  CHECK(w.trace.size() == w.ra.insns + (w.ra.why != Why::Limit));
+}
+
+TEST_CASE("run_ahead: control flow stops the walk at the instruction", "[run_ahead]") {
+  AccessDecoder dec;
+  const std::vector<Insn> flows = {
+      {{0xe8, 0x00, 0x00, 0x00, 0x00}, "call .+5"},
+      {{0xff, 0xd0}, "call rax"},
+      {{0xff, 0x10}, "call [rax]"},
+      {{0xeb, 0x00}, "jmp .+2"},
+      {{0xe9, 0x00, 0x00, 0x00, 0x00}, "jmp .+5"},
+      {{0xff, 0xe0}, "jmp rax"},
+      {{0x3e, 0xff, 0xe0}, "notrack jmp rax"},
+      {{0x74, 0x00}, "je .+2"},
+      {{0x0f, 0x85, 0x00, 0x00, 0x00, 0x00}, "jne .+6"},
+      {{0xc3}, "ret"},
+      {{0xf3, 0xc3}, "rep ret"},
+      {{0xc2, 0x08, 0x00}, "ret 8"},
+      {{0xe2, 0x00}, "loop .+2"},
+      {{0xe1, 0x00}, "loope .+2"},
+      {{0xe3, 0x00}, "jrcxz .+2"},
+      {{0x67, 0xe3, 0x00}, "jecxz .+3"},
+      {{0x0f, 0x05}, "syscall"},
+      {{0x0f, 0x34}, "sysenter"},
+      {{0xcd, 0x80}, "int 0x80"},
+      {{0xcc}, "int3"},
+      {{0xf1}, "int1"},
+      {{0x0f, 0x0b}, "ud2"},
+      {{0x0f, 0xff, 0xc0}, "ud0"},
+      {{0xf4}, "hlt"},
+      {{0x48, 0xcf}, "iretq"},
+      {{0xff, 0x28}, "jmp far [rax]"},
+      {{0xff, 0x18}, "call far [rax]"},
+      {{0xcb}, "retf"},
+      {{0xc7, 0xf8, 0x00, 0x00, 0x00, 0x00}, "xbegin .+6"},
+      {{0x0f, 0x01, 0xd5}, "xend"},
+      {{0xc6, 0xf8, 0x01}, "xabort 1"},
+  };
+  for (const Insn& f : flows) {
+    expect_stop(dec, {f}, 0, Why::ControlFlow);
+    expect_stop(dec, {{{0x48, 0x89, 0x03}, "mov [rbx], rax"}, {{0x53}, "push rbx"}, f}, 2, Why::ControlFlow);
+  }
+}
+
+TEST_CASE("run_ahead: inexact, unusual, rep and undecodable instructions stop the walk", "[run_ahead]") {
+  AccessDecoder dec;
+  const Insn store{{0x48, 0x89, 0x03}, "mov [rbx], rax"};
+  const std::vector<Insn> unknown = {
+      {{0x0f, 0xae, 0x27}, "xsave [rdi] (exact=false)"},
+      {{0x0f, 0xae, 0x2f}, "xrstor [rdi] (exact=false)"},
+      {{0x0f, 0xae, 0x07}, "fxsave [rdi] (exact=false)"},
+      {{0x0f, 0x01, 0x07}, "sgdt [rdi] (exact=false)"},
+      {{0xf3, 0xaa}, "rep stosb (runs every iteration when continued)"},
+      {{0xf3, 0x48, 0xa5}, "rep movsq"},
+      {{0xf2, 0xae}, "repne scasb"},
+      {{0x9d}, "popfq (TF/AC/DF)"},
+      {{0xf3, 0x48, 0x0f, 0xae, 0xd0}, "wrfsbase rax"},
+      {{0xf3, 0x48, 0x0f, 0xae, 0xd8}, "wrgsbase rax"},
+      {{0x8e, 0xe0}, "mov fs, eax"},
+      {{0x8e, 0xe8}, "mov gs, eax"},
+      {{0x8e, 0xd0}, "mov ss, eax"},
+      {{0x0f, 0xa1}, "pop fs"},
+      {{0x0f, 0xa9}, "pop gs"},
+      {{0x0f, 0xb4, 0x03}, "lfs eax, [rbx]"},
+      {{0x0f, 0xb5, 0x03}, "lgs eax, [rbx]"},
+      {{0x0f, 0xb2, 0x03}, "lss eax, [rbx]"},
+      {{0x0f, 0x01, 0xf8}, "swapgs"},
+      {{0xe4, 0x60}, "in al, 0x60"},
+      {{0xe6, 0x60}, "out 0x60, al"},
+      {{0xfa}, "cli"},
+      {{0x0f, 0x30}, "wrmsr"},
+      {{0x0f, 0x22, 0xd8}, "mov cr3, rax"},
+  };
+  for (const Insn& u : unknown) {
+    expect_stop(dec, {u}, 0, Why::Unknown);
+    expect_stop(dec, {store, u}, 1, Why::Unknown);
+  }
+  // Undecodable: invalid opcodes, an instruction capstone 4 does not know, code that ends.
+  expect_stop(dec, {store, {{0x06}, "push es (invalid in 64-bit mode)"}}, 1, Why::Undecodable);
+  expect_stop(dec, {store, {{0x66, 0x0f, 0x38, 0xf8, 0x03}, "movdir64b rax, [rbx]"}}, 1, Why::Undecodable);
+  {
+    user_regs_struct r = some_regs();
+    Image img(r.rip, {store, store});
+    auto short_reader = [&img](uint64_t addr, std::span<uint8_t> out) -> size_t {
+      uint64_t end = img.base + 4;  // the second store is cut after one byte
+      if (addr >= end) return 0;
+      size_t n = std::min<size_t>(out.size(), end - addr);
+      std::memcpy(out.data(), img.bytes.data() + (addr - img.base), n);
+      return n;
+    };
+    RunAhead ra = dec.run_ahead(r, short_reader, {});
+    CHECK(ra.why == Why::Undecodable);
+    CHECK(ra.insns == 1);
+    CHECK(ra.stop == img.starts[1]);
+    auto nothing = [](uint64_t, std::span<uint8_t>) -> size_t { return 0; };
+    ra = dec.run_ahead(r, nothing, {});
+    CHECK(ra.why == Why::Undecodable);
+    CHECK(ra.insns == 0);
+    CHECK(ra.stop == r.rip);
+    ra = dec.run_ahead(r, CodeBytesReader{}, {});  // no reader at all
+    CHECK(ra.why == Why::Undecodable);
+    CHECK(ra.stop == r.rip);
+  }
+}
+
+TEST_CASE("run_ahead: registers written by walked instructions", "[run_ahead]") {
+  AccessDecoder dec;
+  const Insn load_rax_rbp{{0x48, 0x8b, 0x45, 0xf8}, "mov rax, [rbp-8]"};
+  const Insn use_rax{{0x8b, 0x00}, "mov eax, [rax]"};
+  const Insn store_rax{{0x48, 0x89, 0x08}, "mov [rax], rcx"};
+  const Insn store_rdx{{0x48, 0x89, 0x0a}, "mov [rdx], rcx"};
+  const Insn store_rbx{{0x48, 0x89, 0x0b}, "mov [rbx], rcx"};
+  const Insn store_rsp{{0x48, 0x89, 0x04, 0x24}, "mov [rsp], rax"};
+  const Insn store_rsi{{0x48, 0x89, 0x06}, "mov [rsi], rax"};
+  const Insn store_rdi{{0x48, 0x89, 0x07}, "mov [rdi], rax"};
+
+  SECTION("a loaded register is unknown") {
+    expect_stop(dec, {load_rax_rbp, use_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x48, 0x63, 0x03}, "movsxd rax, [rbx]"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x5c}, "pop rsp"}, store_rsp}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x58}, "pop rax"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x48, 0x0f, 0x44, 0xc3}, "cmove rax, rbx"}, store_rax}, 1, Why::Unknown);
+  }
+  SECTION("sub-register writes make the register unknown") {
+    expect_stop(dec, {{{0xb0, 0x01}, "mov al, 1"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0xb4, 0x01}, "mov ah, 1"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x66, 0xb8, 0x01, 0x00}, "mov ax, 1"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x0f, 0x94, 0xc0}, "sete al"}, store_rax}, 1, Why::Unknown);
+    expect_stop(dec, {{{0x66, 0x83, 0xc0, 0x01}, "add ax, 1"}, store_rax}, 1, Why::Unknown);
+  }
+  SECTION("implicit writes") {
+    const std::vector<std::pair<Insn, std::vector<Insn>>> cases = {
+        {{{0x48, 0xf7, 0xe1}, "mul rcx"}, {store_rax, store_rdx}},
+        {{{0x48, 0xf7, 0xe9}, "imul rcx"}, {store_rax, store_rdx}},
+        {{{0x48, 0xf7, 0xf1}, "div rcx"}, {store_rax, store_rdx}},
+        {{{0x48, 0xf7, 0xf9}, "idiv rcx"}, {store_rax, store_rdx}},
+        {{{0x0f, 0xa2}, "cpuid"}, {store_rax, store_rbx, store_rdx, {{0x48, 0x89, 0x01}, "mov [rcx], rax"}}},
+        {{{0x0f, 0x31}, "rdtsc"}, {store_rax, store_rdx}},
+        {{{0x0f, 0x01, 0xf9}, "rdtscp"}, {store_rax, store_rdx, {{0x48, 0x89, 0x01}, "mov [rcx], rax"}}},
+        {{{0x48, 0x99}, "cqo"}, {store_rdx}},
+        {{{0x99}, "cdq"}, {store_rdx}},
+        {{{0x48, 0x98}, "cdqe"}, {store_rax}},
+        {{{0x9f}, "lahf"}, {store_rax}},
+        {{{0xd7}, "xlat"}, {store_rax}},
+        {{{0x48, 0xad}, "lodsq"}, {store_rax, store_rsi}},
+        {{{0xa4}, "movsb"}, {store_rsi, store_rdi}},
+        {{{0x48, 0xab}, "stosq"}, {store_rdi}},
+        {{{0xae}, "scasb"}, {store_rdi}},
+        {{{0x48, 0x87, 0xc3}, "xchg rbx, rax"}, {store_rax, store_rbx}},
+        {{{0x48, 0x0f, 0xc1, 0xc3}, "xadd rbx, rax"}, {store_rax, store_rbx}},
+        {{{0x48, 0x0f, 0xb1, 0x0b}, "cmpxchg [rbx], rcx"}, {store_rax}},
+        {{{0x48, 0x0f, 0xc7, 0x0b}, "cmpxchg16b [rbx]"}, {store_rax, store_rdx}},
+        {{{0xc4, 0xe2, 0xf3, 0xf6, 0xc2}, "mulx rax, rcx, rdx"}, {store_rax, {{0x48, 0x89, 0x01}, "mov [rcx], rax"}}},
+        {{{0x66, 0x0f, 0x3a, 0x61, 0xc1, 0x00}, "pcmpestri xmm0, xmm1, 0"}, {{{0x48, 0x89, 0x01}, "mov [rcx], rax"}}},
+        {{{0xc8, 0x10, 0x00, 0x01}, "enter 0x10, 1"}, {store_rsp, {{0x48, 0x89, 0x45, 0x00}, "mov [rbp], rax"}}},
+        {{{0xc9}, "leave"}, {{{0x48, 0x89, 0x45, 0x00}, "mov [rbp], rax"}}},
+        {{{0x0f, 0xc7, 0xf0}, "rdrand eax"}, {store_rax}},
+        {{{0x48, 0x0f, 0xc8}, "bswap rax"}, {store_rax}},
+        {{{0x66, 0x48, 0x0f, 0x7e, 0xc0}, "movq rax, xmm0"}, {store_rax}},
+    };
+    for (const auto& [insn, uses] : cases)
+      for (const Insn& use : uses) expect_stop(dec, {insn, use}, 1, Why::Unknown);
+  }
+  SECTION("registers only read stay known") {
+    for (const Insn& i : std::vector<Insn>{
+             {{0x48, 0x39, 0xd8}, "cmp rax, rbx"},
+             {{0x48, 0x85, 0xc0}, "test rax, rax"},
+             {{0x48, 0x0f, 0xa3, 0xd8}, "bt rax, rbx"},
+             {{0x48, 0x89, 0x03}, "mov [rbx], rax"},
+             {{0x48, 0x8b, 0x0b}, "mov rcx, [rbx]"},
+             {{0x66, 0x48, 0x0f, 0x6e, 0xc0}, "movq xmm0, rax"},
+             {{0x0f, 0x18, 0x08}, "prefetcht0 [rax]"},
+             {{0xf3, 0x0f, 0x1e, 0xfa}, "endbr64"},
+             {{0xc5, 0xf8, 0x77}, "vzeroupper"},
+             {{0x0f, 0xae, 0xe8}, "lfence"},
+         })
+      expect_stop(dec, {i, store_rax, {{0xcc}, "int3"}}, 2, Why::ControlFlow);
+  }
+}
+
+TEST_CASE("run_ahead: values the walk follows exactly", "[run_ahead]") {
+  AccessDecoder dec;
+  user_regs_struct r = some_regs();
+  // The address the second-to-last instruction's access is computed at.
+  auto last_access = [&](const std::vector<Insn>& insns, const user_regs_struct& regs = some_regs()) -> uint64_t {
+    std::vector<Insn> with_end = insns;
+    with_end.push_back({{0xcc}, "int3"});
+    Walk w = walk(dec, with_end, regs);
+    INFO("walk: " << w.ra.insns << " " << why_name(w.ra.why) << " at " << hex(w.ra.stop));
+    REQUIRE(w.ra.why == Why::ControlFlow);
+    REQUIRE(w.ra.insns == insns.size());
+    REQUIRE(w.trace[insns.size() - 1].accesses.size() >= 1);
+    return w.trace[insns.size() - 1].accesses.back().addr;
+  };
+  CHECK(last_access({{{0x53}, "push rbx"}, {{0x48, 0x89, 0x04, 0x24}, "mov [rsp], rax"}}) == r.rsp - 8);
+  CHECK(last_access({{{0x48, 0x83, 0xec, 0x20}, "sub rsp, 0x20"}, {{0x48, 0x89, 0x44, 0x24, 0x08}, "mov [rsp+8], rax"}}) ==
+        r.rsp - 0x20 + 8);
+  CHECK(last_access({{{0xb8, 0x05, 0x00, 0x00, 0x00}, "mov eax, 5"},
+                     {{0x8b, 0x1c, 0x85, 0x00, 0x10, 0x00, 0x00}, "mov ebx, [rax*4+0x1000]"}}) == 0x1014);
+  CHECK(last_access({{{0x48, 0xc7, 0xc0, 0xff, 0xff, 0xff, 0xff}, "mov rax, -1"}, {{0x48, 0x89, 0x48, 0x10}, "mov [rax+0x10], rcx"}}) ==
+        0xf);
+  CHECK(last_access({{{0xb8, 0xff, 0xff, 0xff, 0xff}, "mov eax, -1"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) == 0xffffffff);
+  CHECK(last_access({{{0x48, 0xb8, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11}, "movabs rax, 0x1122334455667788"},
+                     {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) == 0x1122334455667788);
+  CHECK(last_access({{{0x48, 0x05, 0x00, 0xff, 0xff, 0xff}, "add rax, -0x100"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) ==
+        r.rax - 0x100);
+  {
+    user_regs_struct big = some_regs();
+    big.rax = 0x1234567800000010;  // a 32-bit add zero-extends
+    CHECK(last_access({{{0x83, 0xc0, 0x10}, "add eax, 0x10"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}, big) == 0x20);
+    CHECK(last_access({{{0xff, 0xc8}, "dec eax"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}, big) == 0xf);
+    CHECK(last_access({{{0x89, 0xc3}, "mov ebx, eax"}, {{0x48, 0x89, 0x0b}, "mov [rbx], rcx"}}, big) == 0x10);
+  }
+  CHECK(last_access({{{0x48, 0xff, 0xc0}, "inc rax"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) == r.rax + 1);
+  CHECK(last_access({{{0x31, 0xc0}, "xor eax, eax"}, {{0x48, 0x89, 0x48, 0x08}, "mov [rax+8], rcx"}}) == 8);
+  CHECK(last_access({{{0x48, 0x29, 0xc0}, "sub rax, rax"}, {{0x48, 0x89, 0x48, 0x08}, "mov [rax+8], rcx"}}) == 8);
+  CHECK(last_access({{{0x48, 0x89, 0xe5}, "mov rbp, rsp"}, {{0x48, 0x89, 0x45, 0xf8}, "mov [rbp-8], rax"}}) == r.rsp - 8);
+  CHECK(last_access({{{0x48, 0x89, 0xec}, "mov rsp, rbp"}, {{0x50}, "push rax"}}) == r.rbp - 8);
+  CHECK(last_access({{{0x48, 0x8d, 0x65, 0xc0}, "lea rsp, [rbp-0x40]"}, {{0x50}, "push rax"}}) == r.rbp - 0x48);
+  CHECK(last_access({{{0x48, 0x8d, 0x64, 0x24, 0x10}, "lea rsp, [rsp+0x10]"}, {{0x50}, "push rax"}}) == r.rsp + 8);
+  CHECK(last_access({{{0x64, 0x48, 0x8d, 0x43, 0x08}, "lea rax, fs:[rbx+8] (no segment base)"},
+                     {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) == r.rbx + 8);
+  CHECK(last_access({{{0x48, 0x8d, 0x05, 0x00, 0x01, 0x00, 0x00}, "lea rax, [rip+0x100]"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) ==
+        kAt + 7 + 0x100);
+  CHECK(last_access({{{0x67, 0x48, 0x8d, 0x04, 0x0b}, "lea rax, [ebx+ecx]"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) ==
+        ((r.rbx + r.rcx) & 0xffffffff));
+  CHECK(last_access({{{0x8d, 0x44, 0x4b, 0x10}, "lea eax, [rbx+rcx*2+0x10]"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) ==
+        ((r.rbx + 2 * r.rcx + 0x10) & 0xffffffff));
+  CHECK(last_access({{{0xc8, 0x20, 0x00, 0x00}, "enter 0x20, 0"}, {{0x48, 0x89, 0x45, 0xf8}, "mov [rbp-8], rax"}}) ==
+        r.rsp - 16);
+  CHECK(last_access({{{0xc8, 0x20, 0x00, 0x00}, "enter 0x20, 0"}, {{0x50}, "push rax"}}) == r.rsp - 8 - 0x20 - 8);
+  CHECK(last_access({{{0xc9}, "leave"}, {{0x50}, "push rax"}}) == r.rbp + 8 - 8);
+  CHECK(last_access({{{0x5b}, "pop rbx"}, {{0x8f, 0x04, 0x24}, "pop [rsp]"}, {{0x50}, "push rax"}}) == r.rsp + 8);
+  CHECK(last_access({{{0x6a, 0x10}, "push 0x10"}, {{0x9c}, "pushfq"}, {{0x0f, 0xa0}, "push fs"},
+                     {{0x48, 0x89, 0x04, 0x24}, "mov [rsp], rax"}}) == r.rsp - 24);
+  CHECK(last_access({{{0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00}, "mov rax, fs:0x28"}}) == r.fs_base + 0x28);
+  CHECK(last_access({{{0x65, 0x48, 0x89, 0x03}, "mov gs:[rbx], rax"}}) == r.gs_base + r.rbx);
+  // A register known again after a write that the walk follows.
+  expect_stop(dec,
+              {{{0x48, 0x8b, 0x03}, "mov rax, [rbx]"}, {{0x48, 0x8d, 0x43, 0x08}, "lea rax, [rbx+8]"},
+               {{0x48, 0x89, 0x08}, "mov [rax], rcx"}, {{0xc3}, "ret"}},
+              3, Why::ControlFlow);
+  // ...but not from unknown inputs.
+  expect_stop(dec,
+              {{{0x48, 0x8b, 0x03}, "mov rax, [rbx]"}, {{0x48, 0x89, 0xc2}, "mov rdx, rax"},
+               {{0x48, 0x83, 0xc2, 0x08}, "add rdx, 8"}, {{0x48, 0x89, 0x0a}, "mov [rdx], rcx"}},
+              3, Why::Unknown);
+  expect_stop(dec,  // leave reads [rbp] itself
+              {{{0x48, 0x8b, 0x2b}, "mov rbp, [rbx]"}, {{0xc9}, "leave"}, {{0x50}, "push rax"}},
+              1, Why::Unknown);
+  // push/pop with a 0x66 prefix move rsp by 2: not followed.
+  expect_stop(dec, {{{0x66, 0x50}, "push ax"}, {{0x50}, "push rax"}}, 1, Why::Unknown);
+}
+
+TEST_CASE("run_ahead: touches, the limit, and self-modifying code", "[run_ahead]") {
+  AccessDecoder dec;
+  user_regs_struct r = some_regs();
+  const std::vector<Insn> seq = {
+      {{0x53}, "push rbx"},                         // W8 at rsp-8
+      {{0x48, 0x89, 0x04, 0x24}, "mov [rsp], rax"},  // W8 at rsp-8
+      {{0x48, 0x8b, 0x4b, 0x10}, "mov rcx, [rbx+0x10]"},
+      {{0x48, 0x89, 0x4d, 0xf0}, "mov [rbp-0x10], rcx"},
+      {{0x90}, "nop"},
+      {{0xc3}, "ret"},
+  };
+  expect_stop(dec, seq, 5, Why::ControlFlow);
+  auto at = [](uint64_t a, uint32_t size, bool writes_only) {
+    return [=](const MemAccess& m) { return (!writes_only || m.write) && m.addr < a + size && a < m.addr + m.size; };
+  };
+  Image img(r.rip, seq);
+  auto stop_for = [&](std::function<bool(const MemAccess&)> t) { return dec.run_ahead(r, img.reader(), t); };
+  RunAhead ra = stop_for(at(r.rsp - 4, 1, true));
+  CHECK((ra.why == Why::Touches && ra.insns == 0 && ra.stop == img.starts[0]));
+  ra = stop_for(at(r.rbx + 0x17, 1, false));
+  CHECK((ra.why == Why::Touches && ra.insns == 2 && ra.stop == img.starts[2]));
+  ra = stop_for(at(r.rbx + 0x17, 1, true));  // a read only: a write watch does not stop there
+  CHECK(ra.why == Why::ControlFlow);
+  ra = stop_for(at(r.rbp - 0x10, 8, true));
+  CHECK((ra.why == Why::Touches && ra.insns == 3 && ra.stop == img.starts[3]));
+  ra = stop_for(at(r.rbp - 0x8, 8, false));  // next to the store, not on it
+  CHECK(ra.why == Why::ControlFlow);
+
+  for (uint32_t max = 0; max <= 6; ++max) {
+    ra = dec.run_ahead(r, img.reader(), {}, max);
+    INFO("max " << max);
+    CHECK(ra.insns == std::min<uint32_t>(max, 5));
+    CHECK(ra.why == (max <= 5 ? Why::Limit : Why::ControlFlow));
+    CHECK(ra.stop == img.starts[ra.insns]);
+  }
+
+  // A store into the code the walk decoded after it: the walk stops at the store.
+  const Insn nop{{0x90}, "nop"};
+  expect_stop(dec, {nop, {{0xc6, 0x05, 0x01, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+1], 0xcc"}, nop, nop, nop, {{0xc3}, "ret"}},
+              1, Why::Unknown);
+  // ...also into stop itself (where the caller puts its breakpoint), any byte of it.
+  expect_stop(dec, {{{0xc6, 0x05, 0x00, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+0], 0xcc"}, {{0xc3}, "ret"}}, 0, Why::Unknown);
+  expect_stop(dec, {{{0xc6, 0x05, 0x04, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+4], 0xcc"}, {{0xe8, 0, 0, 0, 0}, "call .+5"}},
+              0, Why::Unknown);
+  expect_stop(dec, {{{0xc6, 0x05, 0x05, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+5], 0xcc"}, {{0xe8, 0, 0, 0, 0}, "call .+5"}},
+              1, Why::ControlFlow);
+  // With a limit, stop is not decoded: any of the 15 bytes it may have counts.
+  {
+    std::vector<Insn> seq = {{{0xc6, 0x05, 0x0e, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+14], 0xcc"}, nop, nop};
+    Walk w = walk(dec, seq, r, {}, 1);
+    CHECK((w.ra.why == Why::Unknown && w.ra.insns == 0));
+    seq[0] = {{0xc6, 0x05, 0x0f, 0x00, 0x00, 0x00, 0xcc}, "mov byte [rip+15], 0xcc"};
+    w = walk(dec, seq, r, {}, 1);
+    CHECK((w.ra.why == Why::Limit && w.ra.insns == 1));
+  }
+  // Stores into code already run, or well past stop, do not matter.
+  expect_stop(dec, {nop, {{0xc6, 0x05, 0xf8, 0xff, 0xff, 0xff, 0xcc}, "mov byte [rip-8], 0xcc"}, {{0xc3}, "ret"}}, 2,
+              Why::ControlFlow);
+  expect_stop(dec, {nop, {{0xc6, 0x05, 0x00, 0x01, 0x00, 0x00, 0xcc}, "mov byte [rip+0x100], 0xcc"}, {{0xc3}, "ret"}}, 2,
+              Why::ControlFlow);
+}
+
+TEST_CASE("run_ahead: a long straight line, and the cache", "[run_ahead]") {
+  AccessDecoder dec;
+  user_regs_struct r = some_regs();
+  // 1000 pushes and pops: spans several code chunks, each access computed.
+  std::vector<Insn> seq;
+  for (int i = 0; i < 500; ++i) seq.push_back({{0x53}, "push rbx"});
+  for (int i = 0; i < 500; ++i) seq.push_back({{0x41, 0x5c}, "pop r12"});
+  seq.push_back({{0xc3}, "ret"});
+  Image img(r.rip, seq, 8192);
+  std::vector<RunAheadStep> trace;
+  RunAhead ra = dec.run_ahead(r, img.reader(), {}, 2000, &trace);
+  CHECK(ra.why == Why::ControlFlow);
+  CHECK(ra.insns == 1000);
+  REQUIRE(trace.size() == 1001);
+  CHECK(trace[499].accesses[0].addr == r.rsp - 500 * 8);
+  CHECK(trace[999].accesses[0].addr == r.rsp - 8);
+  CHECK((trace[1000].known & (1u << 4)));  // rsp is back
+  CHECK(trace[1000].regs.rsp == r.rsp);
+  ra = dec.run_ahead(r, img.reader(), {});
+  CHECK(ra.why == Why::Limit);
+  CHECK(ra.insns == 512);
+  AccessDecoderStats before = dec.stats();
+  ra = dec.run_ahead(r, img.reader(), {}, 2000);
+  CHECK(dec.stats().decodes == before.decodes);  // every recipe came from the cache
+  // Changed code bytes are decoded again, not taken from the cache.
+  img.bytes[3] = 0xc3;
+  ra = dec.run_ahead(r, img.reader(), {}, 2000);
+  CHECK(ra.why == Why::ControlFlow);
+  CHECK(ra.insns == 3);
+}
+
+}  // namespace
