@@ -508,4 +508,455 @@ TEST_CASE("run_ahead: a long straight line, and the cache", "[run_ahead]") {
   CHECK(ra.insns == 3);
 }
 
+// --- the CPU: a child that runs paths one single step at a time ---------------------------------
+
+constexpr uint64_t kData = 0x20000000;  // scratch (RW); below 4 GiB so 32-bit results stay pointers
+constexpr uint64_t kDataSize = 0x10000;
+constexpr uint64_t kCode = 0x30000000;          // the code page (RX)
+constexpr uint64_t kCodeData = kCode + 0x1000;  // a RW page right after it: rip-relative data
+constexpr uint64_t kFsBase = kData + 0x1000, kGsBase = kData + 0x2000;
+
+// Scratch contents: every quadword is a pointer into the scratch area (most of them aligned),
+// so pointers loaded from memory can be followed by the next instructions.
+uint64_t data_qword(uint64_t addr) {
+  uint64_t h = (addr >> 3) * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  uint64_t p = kData + 0x2000 + h % (kDataSize - 0x4000);
+  return (h >> 63) ? p : p & ~uint64_t{7};
+}
+
+std::vector<uint8_t> data_image(uint64_t base, size_t size) {
+  std::vector<uint8_t> out(size);
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t q = data_qword(base + i);
+    std::memcpy(out.data() + i, &q, 8);
+  }
+  return out;
+}
+
+// What the CPU did at one step: the registers before it and the accesses decode() gives for
+// them (verified against the CPU by test_mem_access.cc).
+struct TrueStep {
+  user_regs_struct regs{};
+  InsnAccesses acc;
+};
+
+class Lab {
+ public:
+  Lab() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+      auto map = [](uint64_t at, size_t size, int prot) {
+        return mmap(reinterpret_cast<void*>(at), size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) ==
+               reinterpret_cast<void*>(at);
+      };
+      if (!map(kData, kDataSize, PROT_READ | PROT_WRITE) || !map(kCode, 0x1000, PROT_READ | PROT_EXEC) ||
+          !map(kCodeData, 0x1000, PROT_READ | PROT_WRITE))
+        _exit(90);
+      raise(SIGSTOP);
+      _exit(91);  // never reached: the tracer moves rip into the code page
+    }
+    REQUIRE(pid_ > 0);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    REQUIRE(WIFSTOPPED(status));
+    REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &base_) == 0);
+    mem_ = open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDWR);
+    REQUIRE(mem_ >= 0);
+  }
+  ~Lab() {
+    if (mem_ >= 0) close(mem_);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  Lab(const Lab&) = delete;
+  Lab& operator=(const Lab&) = delete;
+
+  void write(uint64_t addr, const std::vector<uint8_t>& bytes) {
+    REQUIRE(pwrite(mem_, bytes.data(), bytes.size(), static_cast<off_t>(addr)) == static_cast<ssize_t>(bytes.size()));
+  }
+  // The code page, and fresh scratch contents (earlier paths wrote to them).
+  void load(const Image& img) {
+    REQUIRE(img.base == kCode);
+    REQUIRE(img.bytes.size() == 0x1000);
+    write(kCode, img.bytes);
+    write(kData, data_image(kData, kDataSize));
+    write(kCodeData, data_image(kCodeData, 0x1000));
+  }
+
+  // Registers for a path: the child's own, with the GPRs, eflags and fs/gs bases of `r`.
+  user_regs_struct with(const user_regs_struct& r) const {
+    user_regs_struct u = base_;
+    for (int n = 0; n < 16; ++n) gpr(u, n) = gpr(r, n);
+    u.rip = r.rip;
+    u.eflags = r.eflags;
+    u.fs_base = r.fs_base;
+    u.gs_base = r.gs_base;
+    return u;
+  }
+
+  // Single-steps from `regs` until rip == end (not run), a signal other than the step's trap
+  // (the faulting instruction is the last step), or max_steps. Each step's code bytes come from
+  // `img` (the path never leaves the code page).
+  std::vector<TrueStep> run(const user_regs_struct& regs, const Image& img, uint64_t end, AccessDecoder& truth,
+                            size_t max_steps = 4096) {
+    std::vector<TrueStep> path;
+    user_regs_struct cur = with(regs);
+    REQUIRE(ptrace(PTRACE_SETREGS, pid_, nullptr, &cur) == 0);
+    REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &cur) == 0);
+    std::array<uint8_t, 16> code{};
+    for (;;) {
+      TrueStep& step = path.emplace_back();
+      step.regs = cur;
+      size_t got = img.reader()(cur.rip, code);
+      truth.decode(std::span<const uint8_t>(code.data(), got), cur, step.acc);
+      if (cur.rip == end || path.size() >= max_steps) break;
+      REQUIRE(ptrace(PTRACE_SINGLESTEP, pid_, nullptr, nullptr) == 0);
+      int status = 0;
+      REQUIRE(waitpid(pid_, &status, 0) == pid_);
+      REQUIRE(WIFSTOPPED(status));
+      if (WSTOPSIG(status) != SIGTRAP) break;  // a fault: the path ends at the faulting instruction
+      REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &cur) == 0);
+    }
+    return path;
+  }
+
+  // One instruction: the registers after a single step from `regs`, or the signal it raised.
+  int step_once(const user_regs_struct& regs, user_regs_struct& after) {
+    user_regs_struct cur = with(regs);
+    REQUIRE(ptrace(PTRACE_SETREGS, pid_, nullptr, &cur) == 0);
+    REQUIRE(ptrace(PTRACE_SINGLESTEP, pid_, nullptr, nullptr) == 0);
+    int status = 0;
+    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    REQUIRE(WIFSTOPPED(status));
+    REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &after) == 0);
+    return WSTOPSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int mem_ = -1;
+  user_regs_struct base_{};
+};
+
+// Registers for a path in the lab: every GPR points into the scratch area, rsp near its top.
+user_regs_struct lab_regs(std::mt19937_64& rng) {
+  user_regs_struct r{};
+  for (int n = 0; n < 16; ++n) {
+    uint64_t v = kData + 0x3000 + rng() % 0xa000;
+    gpr(r, n) = rng() % 4 ? v & ~uint64_t{7} : v;
+  }
+  r.rsp = kData + 0xf000 - 8 * (rng() % 16);
+  r.rbp = r.rsp + 0x40;
+  r.rip = kCode;
+  r.eflags = 0x202 | (rng() & 0x8d5);  // random CF PF AF ZF SF OF (for cmov/setcc), DF clear
+  r.fs_base = kFsBase;
+  r.gs_base = kGsBase;
+  return r;
+}
+
+// Counts over many walks; a test requires zero failures and that the walks did something.
+struct Tally {
+  size_t walks = 0, walked = 0, failures = 0, touch_checks = 0, limit_checks = 0;
+  std::map<Why, size_t> why;
+  std::string first_failures;  // the first few, in full
+
+  void fail(const std::string& what) {
+    if (++failures <= 5) first_failures += what + "\n\n";
+  }
+  std::string summary() const {
+    std::string s = std::to_string(walks) + " walks, " + std::to_string(walked) + " instructions walked, " +
+                    std::to_string(touch_checks) + " touch checks, " + std::to_string(limit_checks) + " limit checks;";
+    for (const auto& [w, n] : why) s += std::string(" ") + why_name(w) + " " + std::to_string(n);
+    return s;
+  }
+};
+
+std::string listing(const std::vector<TrueStep>& path, size_t t, const std::vector<RunAheadStep>& trace,
+                    const RunAhead& ra) {
+  std::string s = "walk from step " + std::to_string(t) + ": stop " + hex(ra.stop) + " after " +
+                  std::to_string(ra.insns) + " (" + why_name(ra.why) + ")\n";
+  for (size_t i = 0; i < trace.size(); ++i) {
+    s += "  " + hex(trace[i].addr) + (i < ra.insns ? " walked " : " stop   ") +
+         (trace[i].computed ? describe(trace[i].accesses) : std::string("-"));
+    if (t + i < path.size())
+      s += " | cpu " + hex(path[t + i].regs.rip) + " " +
+           (path[t + i].acc.exact ? describe(path[t + i].acc.accesses) : std::string("inexact"));
+    s += "\n";
+  }
+  return s;
+}
+
+// Checks the walk from path[t] against what the CPU did from there (see the file comment).
+void check_walk(AccessDecoder& dec, const std::vector<TrueStep>& path, size_t t, const CodeBytesReader& read,
+                std::mt19937_64& rng, Tally& tally) {
+  std::vector<RunAheadStep> trace;
+  RunAhead ra = dec.run_ahead(path[t].regs, read, {}, 512, &trace);
+  ++tally.walks;
+  tally.walked += ra.insns;
+  ++tally.why[ra.why];
+  auto fail = [&](const std::string& what) { tally.fail(what + "\n" + listing(path, t, trace, ra)); };
+  if (trace.size() != ra.insns + (ra.why != Why::Limit)) return fail("trace size " + std::to_string(trace.size()));
+  if (ra.stop != (ra.why == Why::Limit ? ra.stop : trace.back().addr)) return fail("stop is not the last traced");
+  for (size_t i = 0; i < trace.size() && t + i < path.size(); ++i) {
+    const user_regs_struct& real = path[t + i].regs;
+    const RunAheadStep& w = trace[i];
+    if (w.addr != real.rip) return fail("step " + std::to_string(i) + ": the CPU went to " + hex(real.rip));
+    if (w.regs.fs_base != real.fs_base || w.regs.gs_base != real.gs_base) return fail("fs/gs base differ");
+    for (int n = 0; n < 16; ++n)
+      if ((w.known >> n & 1) && gpr(w.regs, n) != gpr(real, n))
+        return fail("step " + std::to_string(i) + ": the walk says " + kGprName[n] + " = " + hex(gpr(w.regs, n)) +
+                    ", the CPU has " + hex(gpr(real, n)));
+    if (i < ra.insns) {
+      if (!w.computed || !path[t + i].acc.exact) return fail("step " + std::to_string(i) + ": walked but not exact");
+      if (!same_accesses(w.accesses, path[t + i].acc.accesses))
+        return fail("step " + std::to_string(i) + ": accesses differ");
+    }
+  }
+  if (t + ra.insns < path.size() && path[t + ra.insns].regs.rip != ra.stop) return fail("the CPU did not reach stop");
+
+  // A predicate on an access of a walked instruction: the walk stops at the first instruction
+  // whose true accesses satisfy it.
+  std::vector<std::pair<size_t, size_t>> candidates;  // (walk index, access index)
+  for (size_t i = 0; i < ra.insns && t + i < path.size(); ++i)
+    for (size_t j = 0; j < path[t + i].acc.accesses.size(); ++j) candidates.emplace_back(i, j);
+  if (!candidates.empty()) {
+    auto [k, j] = candidates[rng() % candidates.size()];
+    MemAccess region = path[t + k].acc.accesses[j];
+    // Sometimes only part of it, sometimes only writes.
+    if (region.size > 1 && rng() % 2) {
+      uint32_t off = static_cast<uint32_t>(rng() % region.size);
+      region.addr += off;
+      region.size = 1;
+    }
+    bool writes_only = region.write && rng() % 2;
+    auto hit = [&](const MemAccess& a) { return overlaps(a, region) && (!writes_only || a.write); };
+    size_t first = k;
+    for (size_t i = 0; i <= k; ++i)
+      if (std::any_of(path[t + i].acc.accesses.begin(), path[t + i].acc.accesses.end(), hit)) {
+        first = i;
+        break;
+      }
+    RunAhead r2 = dec.run_ahead(path[t].regs, read, hit);
+    ++tally.touch_checks;
+    if (r2.why != Why::Touches || r2.insns != first || r2.stop != path[t + first].regs.rip)
+      return fail("touching " + describe({region}) + (writes_only ? " (writes)" : "") + ": expected a stop after " +
+                  std::to_string(first) + ", got " + hex(r2.stop) + " after " + std::to_string(r2.insns) + " (" +
+                  why_name(r2.why) + ")");
+  }
+  if (ra.insns > 0) {
+    auto max = static_cast<uint32_t>(rng() % (ra.insns + 1));
+    RunAhead r3 = dec.run_ahead(path[t].regs, read, {}, max);
+    ++tally.limit_checks;
+    if (r3.why != Why::Limit || r3.insns != max || r3.stop != trace[max].addr)
+      return fail("limit " + std::to_string(max) + ": got " + hex(r3.stop) + " after " + std::to_string(r3.insns) +
+                  " (" + why_name(r3.why) + ")");
+  }
+}
+
+// Runs `insns` in the lab from `regs` (up to the last instruction, which is not run) and checks
+// the walk from every step of the path.
+std::vector<TrueStep> check_on_cpu(Lab& lab, AccessDecoder& dec, const std::vector<Insn>& insns,
+                                   const user_regs_struct& regs, std::mt19937_64& rng, Tally& tally) {
+  Image img(kCode, insns);
+  lab.load(img);
+  AccessDecoder truth;
+  std::vector<TrueStep> path = lab.run(regs, img, img.starts[insns.size() - 1], truth);
+  for (size_t t = 0; t < path.size(); ++t) check_walk(dec, path, t, img.reader(), rng, tally);
+  return path;
+}
+
+// Hand-written sequences: what compilers emit around locals, frames, globals and TLS. Each is
+// run to its last instruction (which the CPU does not run); `stop`/`why`: the verdict from the
+// entry registers.
+struct HandSeq {
+  const char* name;
+  std::vector<Insn> insns;
+  uint32_t stop;
+  Why why;
+  bool runs_through = true;  // false: the CPU faults on the way (cpuid leaves rbx a non-pointer)
+};
+
+const std::vector<HandSeq>& hand_sequences() {
+  static const std::vector<HandSeq> seqs = {
+      {"-O0 prologue, then a pointer loaded from the frame",
+       {{{0x55}, "push rbp"},
+        {{0x48, 0x89, 0xe5}, "mov rbp,rsp"},
+        {{0x48, 0x83, 0xec, 0x30}, "sub rsp,0x30"},
+        {{0x48, 0x89, 0x7d, 0xe8}, "mov QWORD PTR [rbp-0x18],rdi"},
+        {{0x89, 0x75, 0xe0}, "mov DWORD PTR [rbp-0x20],esi"},
+        {{0x48, 0xc7, 0x45, 0xf8, 0x00, 0x00, 0x00, 0x00}, "mov QWORD PTR [rbp-0x8],0x0"},
+        {{0x48, 0x8b, 0x45, 0xe8}, "mov rax,QWORD PTR [rbp-0x18]"},
+        {{0x8b, 0x00}, "mov eax,DWORD PTR [rax]"},
+        {{0xcc}, "int3"}},
+       7, Why::Unknown},
+      {"-O0 locals, lea of a local, a pointer from memory",
+       {{{0x55}, "push rbp"},
+        {{0x48, 0x89, 0xe5}, "mov rbp,rsp"},
+        {{0xc7, 0x45, 0xfc, 0x07, 0x00, 0x00, 0x00}, "mov DWORD PTR [rbp-0x4],0x7"},
+        {{0x8b, 0x45, 0xfc}, "mov eax,DWORD PTR [rbp-0x4]"},
+        {{0x83, 0xc0, 0x01}, "add eax,0x1"},
+        {{0x89, 0x45, 0xf8}, "mov DWORD PTR [rbp-0x8],eax"},
+        {{0x48, 0x8d, 0x45, 0xf0}, "lea rax,[rbp-0x10]"},
+        {{0x48, 0x89, 0x18}, "mov QWORD PTR [rax],rbx"},
+        {{0x48, 0x8b, 0x55, 0xf0}, "mov rdx,QWORD PTR [rbp-0x10]"},
+        {{0x48, 0x89, 0x4a, 0x08}, "mov QWORD PTR [rdx+0x8],rcx"},
+        {{0xcc}, "int3"}},
+       9, Why::Unknown},
+      {"push/pop and stores around rsp",
+       {{{0x53}, "push rbx"},
+        {{0x41, 0x54}, "push r12"},
+        {{0x48, 0x89, 0x04, 0x24}, "mov QWORD PTR [rsp],rax"},
+        {{0x48, 0x89, 0x4c, 0x24, 0x08}, "mov QWORD PTR [rsp+0x8],rcx"},
+        {{0xff, 0x74, 0x24, 0x08}, "push QWORD PTR [rsp+0x8]"},
+        {{0x8f, 0x44, 0x24, 0x08}, "pop QWORD PTR [rsp+0x8]"},
+        {{0x6a, 0xf0}, "push -0x10"},
+        {{0x9c}, "pushfq"},
+        {{0x0f, 0xa0}, "push fs"},
+        {{0x48, 0x83, 0xc4, 0x18}, "add rsp,0x18"},
+        {{0x41, 0x5c}, "pop r12"},
+        {{0x5b}, "pop rbx"},
+        {{0x48, 0x89, 0x54, 0x24, 0xf0}, "mov QWORD PTR [rsp-0x10],rdx"},
+        {{0xc3}, "ret"}},
+       13, Why::ControlFlow},
+      {"sub rsp, then stores to the new frame",
+       {{{0x48, 0x83, 0xec, 0x28}, "sub rsp,0x28"},
+        {{0x48, 0x89, 0x44, 0x24, 0x08}, "mov QWORD PTR [rsp+0x8],rax"},
+        {{0x48, 0xc7, 0x44, 0x24, 0x10, 0x05, 0x00, 0x00, 0x00}, "mov QWORD PTR [rsp+0x10],0x5"},
+        {{0x48, 0x8d, 0x7c, 0x24, 0x10}, "lea rdi,[rsp+0x10]"},
+        {{0x48, 0x89, 0x1f}, "mov QWORD PTR [rdi],rbx"},
+        {{0x48, 0x81, 0xc4, 0x28, 0x00, 0x00, 0x00}, "add rsp,0x28"},
+        {{0x48, 0x8b, 0x04, 0x24}, "mov rax,QWORD PTR [rsp]"},
+        {{0xe8, 0x00, 0x00, 0x00, 0x00}, "call .+5"}},
+       7, Why::ControlFlow},
+      {"rip-relative globals",
+       {{{0x48, 0x8b, 0x05, 0x00, 0x10, 0x00, 0x00}, "mov rax,QWORD PTR [rip+0x1000]"},
+        {{0x48, 0x89, 0x1d, 0x08, 0x10, 0x00, 0x00}, "mov QWORD PTR [rip+0x1008],rbx"},
+        {{0x48, 0x8d, 0x0d, 0x13, 0x10, 0x00, 0x00}, "lea rcx,[rip+0x1013]"},  // kCodeData + 0x28
+        {{0x48, 0x89, 0x51, 0x08}, "mov QWORD PTR [rcx+0x8],rdx"},
+        {{0x83, 0x05, 0x20, 0x10, 0x00, 0x00, 0x01}, "add DWORD PTR [rip+0x1020],0x1"},
+        {{0x48, 0x8b, 0x11}, "mov rdx,QWORD PTR [rcx]"},
+        {{0x89, 0x02}, "mov DWORD PTR [rdx],eax"},
+        {{0xcc}, "int3"}},
+       6, Why::Unknown},
+      {"TLS through fs",
+       {{{0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00}, "mov rax,QWORD PTR fs:0x28"},
+        {{0x64, 0x48, 0x89, 0x1c, 0x25, 0x10, 0x00, 0x00, 0x00}, "mov QWORD PTR fs:0x10,rbx"},
+        {{0xb9, 0x18, 0x00, 0x00, 0x00}, "mov ecx,0x18"},
+        {{0x64, 0x48, 0x8b, 0x11}, "mov rdx,QWORD PTR fs:[rcx]"},
+        {{0x65, 0x48, 0x89, 0x51, 0x08}, "mov QWORD PTR gs:[rcx+0x8],rdx"},
+        {{0x64, 0x48, 0x8b, 0x0c, 0x25, 0x00, 0x00, 0x00, 0x00}, "mov rcx,QWORD PTR fs:0x0"},
+        {{0x48, 0x8b, 0x51, 0x08}, "mov rdx,QWORD PTR [rcx+0x8]"},
+        {{0xcc}, "int3"}},
+       6, Why::Unknown},
+      {"registers set from immediates",
+       {{{0xb8, 0x05, 0x00, 0x00, 0x00}, "mov eax,0x5"},
+        {{0x8b, 0x1c, 0x85, 0x00, 0x01, 0x00, 0x20}, "mov ebx,DWORD PTR [rax*4+0x20000100]"},
+        {{0xb9, 0x40, 0x00, 0x00, 0x20}, "mov ecx,0x20000040"},
+        {{0x89, 0x59, 0x08}, "mov DWORD PTR [rcx+0x8],ebx"},
+        {{0x48, 0xba, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00}, "movabs rdx,0x20000200"},
+        {{0x48, 0x89, 0x02}, "mov QWORD PTR [rdx],rax"},
+        {{0x48, 0xc7, 0xc6, 0xf8, 0xff, 0xff, 0xff}, "mov rsi,0xfffffffffffffff8"},
+        {{0x48, 0x89, 0x0c, 0x72}, "mov QWORD PTR [rdx+rsi*2],rcx"},
+        {{0x45, 0x31, 0xc0}, "xor r8d,r8d"},
+        {{0x4a, 0x89, 0x74, 0xc2, 0x20}, "mov QWORD PTR [rdx+r8*8+0x20],rsi"},
+        {{0x4d, 0x29, 0xc9}, "sub r9,r9"},
+        {{0x66, 0x41, 0xb9, 0x10, 0x00}, "mov r9w,0x10"},
+        {{0x4a, 0x89, 0x04, 0x0a}, "mov QWORD PTR [rdx+r9*1],rax"},
+        {{0xcc}, "int3"}},
+       12, Why::Unknown},
+      {"enter/leave",
+       {{{0xc8, 0x20, 0x00, 0x00}, "enter 0x20,0x0"},
+        {{0x48, 0x89, 0x45, 0xf8}, "mov QWORD PTR [rbp-0x8],rax"},
+        {{0x48, 0x89, 0x1c, 0x24}, "mov QWORD PTR [rsp],rbx"},
+        {{0xc9}, "leave"},
+        {{0x48, 0x89, 0x0c, 0x24}, "mov QWORD PTR [rsp],rcx"},
+        {{0xc3}, "ret"}},
+       5, Why::ControlFlow},
+      {"frame pointer moves",
+       {{{0x55}, "push rbp"},
+        {{0x48, 0x89, 0xe5}, "mov rbp,rsp"},
+        {{0x48, 0x8d, 0x65, 0xc0}, "lea rsp,[rbp-0x40]"},
+        {{0x48, 0x89, 0x7c, 0x24, 0x38}, "mov QWORD PTR [rsp+0x38],rdi"},
+        {{0x48, 0x89, 0xec}, "mov rsp,rbp"},
+        {{0x5d}, "pop rbp"},
+        {{0x48, 0x89, 0x44, 0x24, 0xf8}, "mov QWORD PTR [rsp-0x8],rax"},
+        {{0x0f, 0x05}, "syscall"}},
+       7, Why::ControlFlow},
+      {"counters and 32-bit arithmetic",
+       {{{0x48, 0xff, 0xc7}, "inc rdi"},
+        {{0x88, 0x07}, "mov BYTE PTR [rdi],al"},
+        {{0xff, 0xce}, "dec esi"},
+        {{0x88, 0x1e}, "mov BYTE PTR [rsi],bl"},
+        {{0x48, 0x81, 0xc7, 0x00, 0x01, 0x00, 0x00}, "add rdi,0x100"},
+        {{0x83, 0xef, 0x40}, "sub edi,0x40"},
+        {{0x88, 0x4e, 0x10}, "mov BYTE PTR [rsi+0x10],cl"},
+        {{0x48, 0x83, 0xc7, 0xff}, "add rdi,0xffffffffffffffff"},
+        {{0x88, 0x17}, "mov BYTE PTR [rdi],dl"},
+        {{0x89, 0xfa}, "mov edx,edi"},
+        {{0x48, 0x89, 0xd0}, "mov rax,rdx"},
+        {{0x66, 0x89, 0x48, 0x02}, "mov WORD PTR [rax+0x2],cx"},
+        {{0xeb, 0x00}, "jmp .+2"}},
+       12, Why::ControlFlow},
+      {"a 32-bit copy, then an 8-bit write",
+       {{{0x89, 0xcb}, "mov ebx,ecx"},
+        {{0x89, 0x03}, "mov DWORD PTR [rbx],eax"},
+        {{0xb0, 0x01}, "mov al,0x1"},
+        {{0x89, 0x08}, "mov DWORD PTR [rax],ecx"},
+        {{0xcc}, "int3"}},
+       3, Why::Unknown},
+      {"cqo writes rdx",
+       {{{0x48, 0x89, 0x02}, "mov QWORD PTR [rdx],rax"}, {{0x48, 0x99}, "cqo"},
+        {{0x48, 0x89, 0x04, 0x1a}, "mov QWORD PTR [rdx+rbx*1],rax"},
+        {{0xcc}, "int3"}},
+       2, Why::Unknown},
+      {"cpuid writes rbx",
+       {{{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"}, {{0x0f, 0xa2}, "cpuid"}, {{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"},
+        {{0xcc}, "int3"}},
+       2, Why::Unknown, false},
+      {"movsb moves rsi and rdi",
+       {{{0x48, 0x89, 0x06}, "mov QWORD PTR [rsi],rax"}, {{0xa4}, "movsb"}, {{0x48, 0x89, 0x07}, "mov QWORD PTR [rdi],rax"},
+        {{0xcc}, "int3"}},
+       2, Why::Unknown},
+      {"xsave is not exact",
+       {{{0x48, 0x89, 0x07}, "mov QWORD PTR [rdi],rax"}, {{0x0f, 0xae, 0x27}, "xsave [rdi]"}, {{0xcc}, "int3"}}, 1, Why::Unknown},
+      {"xchg swaps",
+       {{{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"}, {{0x48, 0x93}, "xchg rbx,rax"}, {{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"},
+        {{0xcc}, "int3"}},
+       2, Why::Unknown},
+      {"xlat, bt, cmpxchg, xadd on memory",
+       {{{0xd7}, "xlat"},
+        {{0x48, 0x0f, 0xba, 0x23, 0x05}, "bt QWORD PTR [rbx],0x5"},
+        {{0x48, 0x0f, 0xb1, 0x0b}, "cmpxchg QWORD PTR [rbx],rcx"},
+        {{0x48, 0x0f, 0xc1, 0x4b, 0x08}, "xadd QWORD PTR [rbx+0x8],rcx"},
+        {{0x48, 0x89, 0x4e, 0x08}, "mov QWORD PTR [rsi+0x8],rcx"},
+        {{0x48, 0x89, 0x01}, "mov QWORD PTR [rcx],rax"},
+        {{0xcc}, "int3"}},
+       5, Why::Unknown},
+  };
+  return seqs;
+}
+
+TEST_CASE("run_ahead: hand-written sequences, on the CPU", "[run_ahead]") {
+  AccessDecoder dec;
+  Lab lab;
+  std::mt19937_64 rng(1);
+  Tally tally;
+  for (const HandSeq& seq : hand_sequences()) {
+    INFO("sequence: " << seq.name);
+    for (int round = 0; round < 8; ++round) {
+      user_regs_struct r = lab_regs(rng);
+      for (int n = 0; n < 16; ++n) gpr(r, n) &= ~uint64_t{7};  // pointers loaded through them are pointers
+      r.rdi &= ~uint64_t{63};                                   // xsave wants 64-byte alignment
+      expect_stop(dec, seq.insns, seq.stop, seq.why, r);
+      std::vector<TrueStep> path = check_on_cpu(lab, dec, seq.insns, r, rng, tally);
+      if (seq.runs_through) CHECK(path.back().regs.rip == Image(kCode, seq.insns).starts[seq.insns.size() - 1]);
+    }
+  }
+  INFO(tally.first_failures);
+  CHECK(tally.failures == 0);
+  WARN(tally.summary());
+}
+
 }  // namespace
