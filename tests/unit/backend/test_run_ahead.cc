@@ -69,9 +69,8 @@ uint64_t gpr(const user_regs_struct& r, int n) { return gpr(const_cast<user_regs
 const char* const kGprName[16] = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
                                   "r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15"};
 
-bool overlaps(const MemAccess& a, const MemAccess& b) {
-  return a.addr < b.addr + b.size && b.addr < a.addr + a.size;
-}
+// Wraps around the top of the address space like the CPU (a push at rsp = 8 - ...).
+bool overlaps(const MemAccess& a, const MemAccess& b) { return a.addr - b.addr < b.size || b.addr - a.addr < a.size; }
 
 std::string describe(const std::vector<MemAccess>& acc) {
   std::string s;
@@ -645,7 +644,7 @@ user_regs_struct lab_regs(std::mt19937_64& rng) {
   user_regs_struct r{};
   for (int n = 0; n < 16; ++n) {
     uint64_t v = kData + 0x3000 + rng() % 0xa000;
-    gpr(r, n) = rng() % 4 ? v & ~uint64_t{7} : v;
+    gpr(r, n) = rng() % 10 ? v & ~uint64_t{7} : v;
   }
   r.rsp = kData + 0xf000 - 8 * (rng() % 16);
   r.rbp = r.rsp + 0x40;
@@ -957,6 +956,349 @@ TEST_CASE("run_ahead: hand-written sequences, on the CPU", "[run_ahead]") {
   INFO(tally.first_failures);
   CHECK(tally.failures == 0);
   WARN(tally.summary());
+}
+
+// --- random sequences ---------------------------------------------------------------------------
+
+// A memory operand for the encoder: base (-1: none, kRipBase: rip-relative to `target`), index
+// (-1: none; never rsp), scale, displacement; seg: 0, 0x64 (fs) or 0x65 (gs).
+constexpr int kRipBase = 16;
+struct Mem {
+  int base = -1, index = -1, scale = 1;
+  int64_t disp = 0;
+  uint8_t seg = 0;
+};
+
+// Encodes [legacy prefixes][REX][opcode][ModRM SIB disp][imm] for instruction forms with a reg
+// field and an r/m operand that is a register (rm >= 0) or memory. `at`: the address of the
+// instruction (for rip-relative targets).
+std::vector<uint8_t> encode(uint64_t at, std::vector<uint8_t> prefixes, bool w, std::vector<uint8_t> opcode, int reg,
+                            int rm, const Mem& m, std::vector<uint8_t> imm = {}, bool byte_regs = false) {
+  std::vector<uint8_t> out;
+  if (m.seg && rm < 0) out.push_back(m.seg);
+  out.insert(out.end(), prefixes.begin(), prefixes.end());
+  bool mem = rm < 0;
+  int b = mem ? (m.base >= 0 && m.base != kRipBase ? m.base : 0) : rm;
+  int x = mem && m.index >= 0 ? m.index : 0;
+  uint8_t rex = static_cast<uint8_t>(0x40 | (w ? 8 : 0) | (reg & 8 ? 4 : 0) | (x & 8 ? 2 : 0) | (b & 8 ? 1 : 0));
+  bool needs_rex = rex != 0x40 || (byte_regs && ((reg >= 4 && reg < 8) || (!mem && rm >= 4 && rm < 8)));
+  if (needs_rex) out.push_back(rex);
+  out.insert(out.end(), opcode.begin(), opcode.end());
+  auto modrm = [&](int mod, int r, int rmf) { out.push_back(static_cast<uint8_t>(mod << 6 | (r & 7) << 3 | (rmf & 7))); };
+  auto disp32 = [&](int64_t d) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(d) >> (8 * i)));
+  };
+  if (!mem) {
+    modrm(3, reg, rm);
+  } else if (m.base == kRipBase) {
+    modrm(0, reg, 5);
+    int64_t next = static_cast<int64_t>(at + out.size() + 4 + imm.size());
+    disp32(m.disp - next);  // m.disp holds the absolute target
+  } else {
+    int sc = m.scale == 8 ? 3 : m.scale == 4 ? 2 : m.scale == 2 ? 1 : 0;
+    uint8_t sib_index = static_cast<uint8_t>(m.index >= 0 ? (m.index & 7) : 4);
+    if (m.base < 0) {
+      modrm(0, reg, 4);
+      out.push_back(static_cast<uint8_t>(sc << 6 | sib_index << 3 | 5));
+      disp32(m.disp);
+    } else {
+      bool sib = m.index >= 0 || (m.base & 7) == 4;
+      int mod = (m.disp == 0 && (m.base & 7) != 5) ? 0 : (m.disp >= -128 && m.disp <= 127) ? 1 : 2;
+      modrm(mod, reg, sib ? 4 : m.base);
+      if (sib) out.push_back(static_cast<uint8_t>(sc << 6 | sib_index << 3 | (m.base & 7)));
+      if (mod == 1) out.push_back(static_cast<uint8_t>(m.disp));
+      if (mod == 2) disp32(m.disp);
+    }
+  }
+  out.insert(out.end(), imm.begin(), imm.end());
+  return out;
+}
+
+std::vector<uint8_t> le(uint64_t v, int bytes) {
+  std::vector<uint8_t> out;
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  return out;
+}
+
+// Random straight-line code from a pool of register and memory instructions (what compilers
+// emit, plus the corners of the register model), ending in a control-flow instruction.
+class SeqGen {
+ public:
+  explicit SeqGen(uint64_t seed) : rng_(seed) {}
+
+  std::vector<Insn> sequence(size_t n) {
+    std::vector<Insn> out;
+    uint64_t at = kCode;
+    while (out.size() < n && at < kCode + 0xe00) {
+      for (std::vector<uint8_t>& b : pick(at)) {
+        at += b.size();
+        out.push_back({std::move(b), "random"});
+      }
+    }
+    static const std::vector<std::vector<uint8_t>> ends = {
+        {0xeb, 0x00}, {0x74, 0x00}, {0xe8, 0, 0, 0, 0}, {0xc3}, {0x0f, 0x05}, {0xcc}, {0x0f, 0x0b}, {0xff, 0xe0},
+        {0xe2, 0x00}, {0xe3, 0x00}, {0xff, 0x13}};
+    out.push_back({ends[rng_() % ends.size()], "end"});
+    return out;
+  }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  std::mt19937_64 rng_;
+
+  int below(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
+  bool chance(int percent) { return below(100) < percent; }
+  // A destination: any GPR but rsp (rbp now and then).
+  int dst() {
+    static const int regs[] = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5};
+    return regs[below(chance(3) ? 15 : 14)];
+  }
+  int any_reg() { return below(16); }
+  int index_reg() {
+    int r;
+    do r = below(16);
+    while (r == 4);
+    return r;
+  }
+  int64_t small_disp() {
+    switch (below(4)) {
+      case 0: return 0;
+      case 1: return 8 * (below(17) - 8);
+      case 2: return chance(20) ? below(256) - 128 : 8 * (below(32) - 16);
+      default: return below(0x1000) - 0x800;
+    }
+  }
+  // A memory operand; an indexed one is preceded (in pre_) by a small value moved into the index.
+  Mem mem() {
+    Mem m;
+    int kind = below(20);
+    if (kind == 0) {  // rip-relative: the data page after the code
+      m.base = kRipBase;
+      m.disp = static_cast<int64_t>(kCodeData + 8 * below(0x1f0));
+    } else if (kind == 1) {  // fs:/gs: absolute
+      m.seg = chance(70) ? 0x64 : 0x65;
+      m.disp = 8 * below(0x100);
+    } else if (kind == 2) {  // absolute
+      m.disp = static_cast<int64_t>(kData + 0x100 + 8 * below(0x1000));
+    } else {
+      static const int bases[] = {3, 6, 7, 5, 4, 4, 5, 12, 13, 0, 1, 2, 8, 9, 14, 15};
+      m.base = bases[below(16)];
+      m.disp = small_disp();
+      if (chance(25)) {
+        m.index = index_reg();
+        m.scale = 1 << below(4);
+        if (chance(50)) m.base = -1, m.disp = static_cast<int64_t>(kData + 0x4000 + below(0x1000));
+        if (m.index != m.base && chance(90)) {  // mov r32, small
+          if (m.index & 8) pre_.push_back(0x41);
+          pre_.push_back(static_cast<uint8_t>(0xb8 + (m.index & 7)));
+          auto v = le(static_cast<uint64_t>(below(64)), 4);
+          pre_.insert(pre_.end(), v.begin(), v.end());
+        }
+      }
+      if (chance(5)) m.seg = 0x64;
+    }
+    return m;
+  }
+  uint64_t imm_value() {
+    switch (below(8)) {
+      case 0: return static_cast<uint64_t>(below(256));
+      case 1: return static_cast<uint64_t>(-static_cast<int64_t>(below(256)));
+      case 2: return rng_();
+      case 3: return 0xffffffffu;
+      default: return kData + 0x3000 + 8 * static_cast<uint64_t>(below(0x1000));
+    }
+  }
+  // An immediate for an add/sub: small steps for rsp.
+  uint64_t step_value(int reg) { return reg == 4 ? static_cast<uint64_t>(8 * (below(9) - 4)) : imm_value(); }
+
+  std::vector<uint8_t> pre_;  // instructions that prepare the next one (index registers)
+
+  std::vector<std::vector<uint8_t>> pick(uint64_t at) {
+    pre_.clear();
+    Mem m = mem();  // the memory operand, for the forms that take one
+    std::vector<std::vector<uint8_t>> out;
+    if (!pre_.empty()) {
+      out.push_back(pre_);
+      at += pre_.size();
+    }
+    for (std::vector<uint8_t>& b : one(at, m)) out.push_back(std::move(b));
+    return out;
+  }
+
+  std::vector<std::vector<uint8_t>> one(uint64_t at, const Mem& m) {
+    const Mem none;
+    int r = dst(), r2 = any_reg();
+    auto mem = [&m] { return m; };
+    switch (below(46)) {
+      case 0: return {encode(at, {}, true, {0x8b}, r, -1, mem())};         // mov r64, m
+      case 1: return {encode(at, {}, true, {0x89}, r2, -1, mem())};        // mov m, r64
+      case 2: return {encode(at, {}, false, {0x8b}, r, -1, mem())};        // mov r32, m
+      case 3: return {encode(at, {}, false, {0x89}, r2, -1, mem())};       // mov m, r32
+      case 4: {                                                            // ALU r, m / m, r
+        static const uint8_t ops[] = {0x03, 0x01, 0x29, 0x2b, 0x23, 0x09, 0x33, 0x39, 0x3b, 0x85, 0x11, 0x19};
+        return {encode(at, {}, chance(80), {ops[below(12)]}, chance(50) ? r : r2, -1, mem())};
+      }
+      case 5: return {encode(at, {}, true, {0x89}, r2, r, none)};          // mov r64, r64
+      case 6: return {encode(at, {}, false, {0x89}, r2, r, none)};         // mov r32, r32
+      case 7: {                                                            // add/sub/and/or/xor/cmp r, imm8
+        static const int ext[] = {0, 5, 4, 1, 6, 7};
+        int d = chance(10) ? 4 : r;
+        return {encode(at, {}, chance(70) || d == 4, {0x83}, d == 4 ? 5 * below(2) : ext[below(6)], d, none,
+                       le(step_value(d), 1))};
+      }
+      case 8: {                                                            // add/sub r, imm32
+        int d = chance(10) ? 4 : r;
+        return {encode(at, {}, chance(70) || d == 4, {0x81}, chance(50) ? 0 : 5, d, none, le(step_value(d), 4))};
+      }
+      case 9: {                                                            // mov r32, imm32 / r64, simm32 / movabs
+        uint64_t v = imm_value();
+        std::vector<uint8_t> b;
+        if (chance(33)) {
+          if (r & 8) b.push_back(0x41);
+          b.push_back(static_cast<uint8_t>(0xb8 + (r & 7)));
+          auto i = le(v, 4);
+          b.insert(b.end(), i.begin(), i.end());
+          return {b};
+        }
+        if (chance(50)) return {encode(at, {}, true, {0xc7}, 0, r, none, le(v, 4))};
+        b.push_back(static_cast<uint8_t>(0x48 | (r & 8 ? 1 : 0)));
+        b.push_back(static_cast<uint8_t>(0xb8 + (r & 7)));
+        auto i = le(v, 8);
+        b.insert(b.end(), i.begin(), i.end());
+        return {b};
+      }
+      case 10: return {encode(at, {}, chance(75), {0x8d}, r, -1, mem())};  // lea
+      case 11: {                                                           // push/pop r64
+        std::vector<uint8_t> b;
+        int reg = chance(50) ? r2 : r;
+        if (reg & 8) b.push_back(0x41);
+        b.push_back(static_cast<uint8_t>((chance(55) ? 0x50 : 0x58) + (reg & 7)));
+        return {b};
+      }
+      case 12: return {chance(50) ? std::vector<uint8_t>{0x6a, static_cast<uint8_t>(below(256))}
+                                  : [&] { auto b = le(imm_value(), 4); b.insert(b.begin(), 0x68); return b; }()};
+      case 13: return {encode(at, {}, false, {0xff}, 6, -1, mem())};       // push m64
+      case 14: return {encode(at, {}, false, {0x8f}, 0, -1, mem())};       // pop m64
+      case 15: return {encode(at, {}, chance(70), {0xff}, below(2), chance(5) ? 4 : r, none)};  // inc/dec
+      case 16: return {encode(at, {}, chance(50), {chance(50) ? uint8_t{0x31} : uint8_t{0x29}}, r, r, none)};  // zeroing
+      case 17: return {encode(at, {}, false, {0x0f, 0xb6}, r, -1, mem())};  // movzx r32, m8
+      case 18: return {encode(at, {}, true, {0x63}, r, -1, mem())};         // movsxd r64, m32
+      case 19: return {encode(at, {}, true, {0x0f, 0xaf}, r, r2, none)};    // imul r64, r64
+      case 20: {                                                            // shifts
+        static const int ext[] = {4, 5, 7, 0, 1};
+        return {encode(at, {}, chance(70), {0xc1}, ext[below(5)], r, none, {static_cast<uint8_t>(below(64))})};
+      }
+      case 21: return {encode(at, {}, true, {0x87}, r2, r, none)};          // xchg r64, r64
+      case 22: return {encode(at, chance(30) ? std::vector<uint8_t>{0xf0} : std::vector<uint8_t>{}, true,
+                              {0x0f, chance(50) ? uint8_t{0xc1} : uint8_t{0xb1}}, r2, -1, mem())};  // xadd / cmpxchg m
+      case 23: {
+        static const std::vector<std::vector<uint8_t>> one = {{0x99}, {0x48, 0x99}, {0x48, 0x98}, {0x98}, {0x9f},
+                                                              {0x9e}, {0xd7}, {0x90}, {0xf3, 0x0f, 0x1e, 0xfa},
+                                                              {0x0f, 0x1f, 0x44, 0x00, 0x00}, {0xfc}, {0xf8}, {0xf5}};
+        return {one[below(static_cast<int>(one.size()))]};
+      }
+      case 24: return {encode(at, {}, false, {0x0f, static_cast<uint8_t>(0x90 + below(16))}, 0, r, none, {}, true)};  // setcc
+      case 25: return {encode(at, {}, chance(70), {0x0f, static_cast<uint8_t>(0x40 + below(16))}, r, chance(50) ? -1 : r2,
+                              mem())};  // cmovcc
+      case 26: {                                                            // string ops, one element
+        static const std::vector<std::vector<uint8_t>> str = {{0xa4}, {0x48, 0xa5}, {0xa5}, {0x48, 0xab}, {0xaa},
+                                                              {0x48, 0xad}, {0xac}, {0xa6}, {0xae}, {0x48, 0xaf}};
+        return {str[below(static_cast<int>(str.size()))]};
+      }
+      case 27: {                                                            // mov ecx, small; rep stos/movs
+        std::vector<uint8_t> count = {0xb9};
+        auto c = le(static_cast<uint64_t>(below(4)), 4);
+        count.insert(count.end(), c.begin(), c.end());
+        static const std::vector<std::vector<uint8_t>> rep = {{0xf3, 0xaa}, {0xf3, 0x48, 0xab}, {0xf3, 0xa4}, {0xf3, 0xa6}};
+        return {count, rep[below(4)]};
+      }
+      case 28: {                                                            // enter n, 0 / leave
+        if (chance(50)) return {{0xc9}};
+        return {{0xc8, static_cast<uint8_t>(8 * below(16)), 0x00, 0x00}};
+      }
+      case 29: return {encode(at, {}, true, {0x0f, 0xba}, 4 + below(4), -1, mem(), {static_cast<uint8_t>(below(64))})};  // bt* m, imm
+      case 30: {                                                            // SSE loads/stores/moves
+        switch (below(5)) {
+          case 0: return {encode(at, {0xf3}, false, {0x0f, 0x6f}, below(8), -1, mem())};
+          case 1: return {encode(at, {0xf3}, false, {0x0f, 0x7f}, below(8), -1, mem())};
+          case 2: return {encode(at, {0x66}, true, {0x0f, 0x6e}, below(8), r2, none)};        // movq xmm, r64
+          case 3: return {encode(at, {0x66}, false, {0x0f, 0x7e}, below(8), r, none)};        // movd r32, xmm
+          default: return {encode(at, {0x66}, false, {0x0f, 0xc5}, r, below(8), none, {static_cast<uint8_t>(below(8))})};
+        }
+      }
+      case 31: return {chance(50) ? std::vector<uint8_t>{0x0f, 0x31} : std::vector<uint8_t>{0x0f, 0xa2}};  // rdtsc, cpuid
+      case 32: return {encode(at, {}, true, {0xf7}, 2 + below(3), chance(50) ? r2 : -1, mem())};  // not/neg/mul
+      case 33: {                                                            // stack frames
+        switch (below(6)) {
+          case 0: return {{0x48, 0x83, 0xec, static_cast<uint8_t>(8 * below(16))}};  // sub rsp, imm8
+          case 1: return {{0x48, 0x83, 0xc4, static_cast<uint8_t>(8 * below(8))}};   // add rsp, imm8
+          case 2: return {{0x48, 0x89, 0xe5}};                                       // mov rbp, rsp
+          case 3: return {{0x48, 0x89, 0xec}};                                       // mov rsp, rbp
+          case 4: return {{0x48, 0x8d, 0x64, 0x24, static_cast<uint8_t>(8 * (below(16) - 8))}};  // lea rsp, [rsp+d]
+          default: return {{0x48, 0x8d, 0x65, static_cast<uint8_t>(8 * (below(16) - 12))}};     // lea rsp, [rbp+d]
+        }
+      }
+      case 34: return {encode(at, {}, true, {0x0f, static_cast<uint8_t>(0xc8 + (r & 7))}, 0, -1, none).size() ? 
+                       std::vector<uint8_t>{static_cast<uint8_t>(0x48 | (r & 8 ? 1 : 0)), 0x0f, static_cast<uint8_t>(0xc8 + (r & 7))}
+                       : std::vector<uint8_t>{}};  // bswap r64
+      case 35: return {{0x9c}, chance(80) ? std::vector<uint8_t>{0x48, 0x83, 0xc4, 0x08} : std::vector<uint8_t>{0x9d}};  // pushfq; add rsp,8 | popfq
+      case 36: {                                                            // 8/16-bit register writes
+        switch (below(4)) {
+          case 0: return {{static_cast<uint8_t>(0xb0 + below(8)), static_cast<uint8_t>(below(256))}};  // mov r8, imm8 (al..bh)
+          case 1: return {encode(at, {0x66}, false, {0xb8}, 0, -1, none).size() ?
+                          std::vector<uint8_t>{0x66, static_cast<uint8_t>(0xb8 + below(8)), static_cast<uint8_t>(below(256)), 0x00}
+                          : std::vector<uint8_t>{}};
+          case 2: return {encode(at, {}, false, {0x8a}, below(8), -1, mem(), {}, false)};  // mov r8, m8
+          default: return {encode(at, {0x66}, false, {0x83}, 0, r, none, {static_cast<uint8_t>(below(256))})};  // add r16, imm8
+        }
+      }
+      case 37: return {encode(at, {}, false, {0x0f, 0x18}, 1, -1, mem())};  // prefetcht0
+      case 38: return {{0x0f, 0xa0}, {0x0f, 0xa8}, chance(50) ? std::vector<uint8_t>{0x48, 0x83, 0xc4, 0x10}
+                                                                : std::vector<uint8_t>{0x41, 0x58}};  // push fs; push gs
+      case 39: {                                                            // lea of the stack into a register, then use it
+        int d = dst();
+        return {encode(at, {}, true, {0x8d}, d, -1, Mem{4, -1, 1, 8 * (below(16) - 8), 0}),
+                encode(at, {}, true, {0x89}, r2, -1, Mem{d, -1, 1, 8 * below(4), 0})};
+      }
+      case 40: {                                                            // load a pointer, dereference it
+        int d = dst();
+        return {encode(at, {}, true, {0x8b}, d, -1, mem()), encode(at, {}, true, {0x8b}, r, -1, Mem{d, -1, 1, 0, 0})};
+      }
+      case 41: return {encode(at, {}, true, {0x8b}, r, -1, Mem{kRipBase, -1, 1, static_cast<int64_t>(kCodeData + 8 * below(0x1f0)), 0})};
+      case 42: return {encode(at, {0xc4, 0xe2, static_cast<uint8_t>(0xf3 & ~(below(16) << 3))}, false, {0xf6}, r, r2, none).size() ?
+                       std::vector<uint8_t>{0xc4, 0xe2, 0xf3, 0xf6, 0xc2} : std::vector<uint8_t>{}};  // mulx rax, rcx, rdx
+      case 43: return {encode(at, {0x66}, false, {0x0f, 0x3a, 0x61}, 0, 1, none, {0x00})};  // pcmpestri xmm0, xmm1, 0
+      default: {                                                           // a fresh pointer: mov r64, imm32 / lea r, [rsp+d]
+        if (chance(50)) return {encode(at, {}, true, {0xc7}, 0, r, none, le(kData + 0x3000 + 8 * below(0x1000), 4))};
+        return {encode(at, {}, true, {0x8d}, r, -1, Mem{4, -1, 1, 8 * (below(32) - 16), 0})};
+      }
+    }
+  }
+};
+
+TEST_CASE("run_ahead: random sequences, on the CPU", "[run_ahead]") {
+  AccessDecoder dec;
+  Lab lab;
+  SeqGen gen(42);
+  Tally tally;
+  size_t steps = 0, through = 0, insns = 0;
+  const int kSequences = 1500;
+  for (int n = 0; n < kSequences; ++n) {
+    std::vector<Insn> seq = gen.sequence(10 + gen.rng()() % 50);
+    user_regs_struct r = lab_regs(gen.rng());
+    std::vector<TrueStep> path = check_on_cpu(lab, dec, seq, r, gen.rng(), tally);
+    steps += path.size();
+    insns += seq.size();
+    through += path.back().regs.rip == Image(kCode, seq).starts[seq.size() - 1];
+  }
+  INFO(tally.first_failures);
+  CHECK(tally.failures == 0);
+  // The walks must have done something: long safe runs, and every kind of stop.
+  CHECK(tally.walked > steps);
+  CHECK(tally.why[Why::ControlFlow] > 0);
+  CHECK(tally.why[Why::Unknown] > 0);
+  WARN(std::to_string(steps) + " steps of " + std::to_string(insns) + " instructions, " + std::to_string(through) +
+       " of " + std::to_string(kSequences) + " sequences ran to their end; " + tally.summary());
 }
 
 }  // namespace
