@@ -123,6 +123,7 @@ enum class Flow : uint8_t {
 enum class Track : uint8_t {
   None,
   AddImm,  // dst += imm (width 4: the 32-bit result, zero-extended)
+  AndImm,  // dst &= imm (width 4: zero-extended): stack realignment (and rsp, -16)
   SetImm,  // dst = imm (already zero-extended for width 4)
   Copy,    // dst = src (width 4: src's low 32 bits, zero-extended)
   Lea,     // dst = the address `value` computes, no segment base (width 4: its low 32 bits)
@@ -554,7 +555,7 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
 // known. After a walked instruction, every GPR it may write becomes unknown except where
 // `track` follows the new value exactly:
 // - push/pop/pushf (64-bit operand size): rsp -= 8 / += 8 (pop rsp: unknown);
-// - add/sub/inc/dec r64|r32, imm: exact, the 32-bit forms zero-extended;
+// - add/sub/and/inc/dec r64|r32, imm: exact, the 32-bit forms zero-extended;
 // - mov r64|r32, imm (and movabs), mov r64, r64 and mov r32, r32 (zero-extended), hence
 //   mov rbp, rsp and mov rsp, rbp; xor/sub r, r (same register) = 0;
 // - lea r64|r32, [...]: the address (no segment base), from known registers;
@@ -729,12 +730,12 @@ uint16_t track(const cs_insn& insn, Effects& e) {
       if (op16 || x.op_count != 1) return 0;
       if (op[0].type == X86_OP_REG && gpr(op[0].reg).slot == kRsp) return 0;  // pop rsp: loaded
       return add_imm(kRsp, 8, 8);
-    case X86_INS_ADD: case X86_INS_SUB: case X86_INS_XOR: {
+    case X86_INS_ADD: case X86_INS_SUB: case X86_INS_XOR: case X86_INS_AND: {
       uint8_t w = 0;
       if (x.op_count != 2) return 0;
       uint8_t dst = full_gpr(op[0], w);
       if (dst == kNoReg) return 0;
-      if (insn.id != X86_INS_ADD && op[1].type == X86_OP_REG && op[1].reg == op[0].reg) {
+      if ((insn.id == X86_INS_SUB || insn.id == X86_INS_XOR) && op[1].type == X86_OP_REG && op[1].reg == op[0].reg) {
         e.track = Track::SetImm;  // xor r, r / sub r, r: the zeroing idioms
         e.dst = dst;
         e.width = w;
@@ -743,6 +744,11 @@ uint16_t track(const cs_insn& insn, Effects& e) {
       }
       int64_t imm;
       if (insn.id == X86_INS_XOR || op[1].type != X86_OP_IMM || !encoded_imm(insn, op[1], w, imm)) return 0;
+      if (insn.id == X86_INS_AND) {
+        add_imm(dst, w, imm);
+        e.track = Track::AndImm;
+        return bit(dst);
+      }
       return add_imm(dst, w, insn.id == X86_INS_ADD ? imm : static_cast<int64_t>(0 - static_cast<uint64_t>(imm)));
     }
     case X86_INS_INC: case X86_INS_DEC: {
@@ -948,6 +954,9 @@ void apply(const Effects& e, user_regs_struct& regs, uint16_t& known) {
       break;
     case Track::AddImm:
       up[n++] = {e.dst, is_known(e.dst), narrow(slot_value(regs, e.dst) + static_cast<uint64_t>(e.imm))};
+      break;
+    case Track::AndImm:
+      up[n++] = {e.dst, is_known(e.dst), narrow(slot_value(regs, e.dst) & static_cast<uint64_t>(e.imm))};
       break;
     case Track::SetImm:
       up[n++] = {e.dst, true, narrow(static_cast<uint64_t>(e.imm))};

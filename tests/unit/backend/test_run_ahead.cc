@@ -374,6 +374,9 @@ TEST_CASE("run_ahead: values the walk follows exactly", "[run_ahead]") {
     CHECK(last_access({{{0x89, 0xc3}, "mov ebx, eax"}, {{0x48, 0x89, 0x0b}, "mov [rbx], rcx"}}, big) == 0x10);
   }
   CHECK(last_access({{{0x48, 0xff, 0xc0}, "inc rax"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) == r.rax + 1);
+  CHECK(last_access({{{0x48, 0x83, 0xe4, 0xc0}, "and rsp, -64"}, {{0x50}, "push rax"}}) == (r.rsp & ~uint64_t{63}) - 8);
+  CHECK(last_access({{{0x25, 0xf0, 0xff, 0x00, 0x00}, "and eax, 0xfff0"}, {{0x48, 0x89, 0x08}, "mov [rax], rcx"}}) ==
+        (r.rax & 0xfff0));
   CHECK(last_access({{{0x31, 0xc0}, "xor eax, eax"}, {{0x48, 0x89, 0x48, 0x08}, "mov [rax+8], rcx"}}) == 8);
   CHECK(last_access({{{0x48, 0x29, 0xc0}, "sub rax, rax"}, {{0x48, 0x89, 0x48, 0x08}, "mov [rax+8], rcx"}}) == 8);
   CHECK(last_access({{{0x48, 0x89, 0xe5}, "mov rbp, rsp"}, {{0x48, 0x89, 0x45, 0xf8}, "mov [rbp-8], rax"}}) == r.rsp - 8);
@@ -1230,7 +1233,8 @@ class SeqGen {
       case 32: return {encode(at, {}, true, {0xf7}, 2 + below(3), chance(50) ? r2 : -1, mem())};  // not/neg/mul
       case 33: {                                                            // stack frames
         switch (below(6)) {
-          case 0: return {{0x48, 0x83, 0xec, static_cast<uint8_t>(8 * below(16))}};  // sub rsp, imm8
+          case 0: return {chance(80) ? std::vector<uint8_t>{0x48, 0x83, 0xec, static_cast<uint8_t>(8 * below(16))}  // sub rsp, imm8
+                                     : std::vector<uint8_t>{0x48, 0x83, 0xe4, 0xf0}};                          // and rsp, -16
           case 1: return {{0x48, 0x83, 0xc4, static_cast<uint8_t>(8 * below(8))}};   // add rsp, imm8
           case 2: return {{0x48, 0x89, 0xe5}};                                       // mov rbp, rsp
           case 3: return {{0x48, 0x89, 0xec}};                                       // mov rsp, rbp
@@ -1299,6 +1303,194 @@ TEST_CASE("run_ahead: random sequences, on the CPU", "[run_ahead]") {
   CHECK(tally.why[Why::Unknown] > 0);
   WARN(std::to_string(steps) + " steps of " + std::to_string(insns) + " instructions, " + std::to_string(through) +
        " of " + std::to_string(kSequences) + " sequences ran to their end; " + tally.summary());
+}
+
+// --- a real workload ----------------------------------------------------------------------------
+// Compiled code as it comes: the same functions at -O0 and at the file's optimisation level,
+// TLS and global counters, a jump table, floating point, and libc (memset, memcpy, strlen,
+// snprintf, qsort, malloc through std::string).
+
+#if defined(__clang__)
+#define BS_O0 [[clang::optnone]] __attribute__((noinline))
+#else
+#define BS_O0 __attribute__((noinline, optimize("O0")))
+#endif
+
+namespace workload {
+
+struct Node {
+  Node* next;
+  long value;
+  char tag[24];
+};
+struct Matrix {
+  double m[4][4];
+};
+thread_local long tls_hits;
+long g_total;
+int g_table[64];
+
+BS_O0 long walk_list_o0(Node* head, long bias) {
+  long local[6] = {1, 2, 3, 4, 5, 6};
+  long s = 0;
+  for (Node* p = head; p != nullptr; p = p->next) {
+    long i = (p->value + bias) % 6;
+    if (i < 0) i = -i;
+    s += p->value * local[i];
+    p->tag[s & 15] = static_cast<char>(s);
+    tls_hits++;
+    g_total += s;
+    g_table[s & 63] += 1;
+  }
+  return s;
+}
+
+__attribute__((noinline)) long walk_list(Node* head, long bias) {
+  long local[6] = {1, 2, 3, 4, 5, 6};
+  long s = 0;
+  for (Node* p = head; p != nullptr; p = p->next) {
+    long i = (p->value + bias) % 6;
+    if (i < 0) i = -i;
+    s += p->value * local[i];
+    p->tag[s & 15] = static_cast<char>(s);
+    tls_hits++;
+    g_total += s;
+    g_table[s & 63] += 1;
+  }
+  return s;
+}
+
+BS_O0 int classify_o0(int x) {
+  switch (x % 7) {
+    case 0: return 3;
+    case 1: return x * 2;
+    case 2: return x - 5;
+    case 3: return g_table[x & 63];
+    case 4: return 11;
+    case 5: return -x;
+    default: return 0;
+  }
+}
+
+BS_O0 void mat_mul_o0(const Matrix* a, const Matrix* b, Matrix* out) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double sum = 0;
+      for (int k = 0; k < 4; ++k) sum += a->m[i][k] * b->m[k][j];
+      out->m[i][j] = sum;
+    }
+}
+
+__attribute__((noinline)) void mat_mul(const Matrix* a, const Matrix* b, Matrix* out) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double sum = 0;
+      for (int k = 0; k < 4; ++k) sum += a->m[i][k] * b->m[k][j];
+      out->m[i][j] = sum;
+    }
+}
+
+int compare_longs(const void* a, const void* b) {
+  long x = *static_cast<const long*>(a), y = *static_cast<const long*>(b);
+  return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) long run() {
+  Node nodes[24];
+  for (int i = 0; i < 24; ++i) {
+    nodes[i].next = i + 1 < 24 ? &nodes[i + 1] : nullptr;
+    nodes[i].value = i * 7 - 30;
+    std::memset(nodes[i].tag, 0, sizeof nodes[i].tag);
+  }
+  long sink = walk_list_o0(nodes, 3) + walk_list(nodes, 5);
+  for (int i = 0; i < 21; ++i) sink += classify_o0(i);
+  Matrix a, b, c;
+  for (int i = 0; i < 16; ++i) {
+    a.m[i / 4][i % 4] = i * 0.5;
+    b.m[i / 4][i % 4] = 16 - i;
+  }
+  mat_mul_o0(&a, &b, &c);
+  mat_mul(&c, &a, &b);
+  sink += static_cast<long>(b.m[3][3]);
+  // Through volatile pointers, so the compiler calls libc instead of inlining.
+  void* (*volatile copy)(void*, const void*, size_t) = &std::memcpy;
+  void* (*volatile fill)(void*, int, size_t) = &std::memset;
+  size_t (*volatile length)(const char*) = &std::strlen;
+  char buf[300], out[300];
+  fill(buf, 'x', sizeof buf);
+  buf[299] = 0;
+  copy(out, buf, sizeof buf);
+  sink += static_cast<long>(length(out));
+  std::snprintf(out, sizeof out, "%ld %s %.3f", sink, "abc", b.m[1][2]);
+  long arr[40];
+  for (int i = 0; i < 40; ++i) arr[i] = (i * 7919) % 101 - 50;
+  std::qsort(arr, 40, sizeof(long), compare_longs);
+  std::string text = "a string long enough to live on the heap: ";
+  text += out;
+  return sink + arr[0] + static_cast<long>(text.size());
+}
+
+}  // namespace workload
+
+TEST_CASE("run_ahead: a real workload, single-stepped on the CPU", "[run_ahead]") {
+  pid_t pid = fork();
+  if (pid == 0) {
+    ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    raise(SIGSTOP);
+    volatile long result = workload::run();
+    (void)result;
+    raise(SIGUSR2);  // the end: the tracer stops stepping here
+    _exit(0);
+  }
+  REQUIRE(pid > 0);
+  struct Reaper {
+    pid_t pid;
+    int mem = -1;
+    ~Reaper() {
+      if (mem >= 0) close(mem);
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFSTOPPED(status));
+  reaper.mem = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+  REQUIRE(reaper.mem >= 0);
+  const int mem = reaper.mem;
+  CodeBytesReader read = [mem](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    ssize_t n = pread(mem, out.data(), out.size(), static_cast<off_t>(addr));
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  };
+
+  AccessDecoder truth;
+  std::vector<TrueStep> path;
+  std::array<uint8_t, 16> code{};
+  bool ended = false;
+  while (path.size() < 300000) {
+    TrueStep& step = path.emplace_back();
+    REQUIRE(ptrace(PTRACE_GETREGS, pid, nullptr, &step.regs) == 0);
+    size_t got = read(step.regs.rip, code);
+    truth.decode(std::span<const uint8_t>(code.data(), got), step.regs, step.acc);
+    REQUIRE(ptrace(PTRACE_SINGLESTEP, pid, nullptr, nullptr) == 0);
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFSTOPPED(status));
+    if (WSTOPSIG(status) != SIGTRAP) {
+      ended = WSTOPSIG(status) == SIGUSR2;
+      break;
+    }
+  }
+  REQUIRE(ended);
+
+  AccessDecoder dec;
+  std::mt19937_64 rng(7);
+  Tally tally;
+  for (size_t t = 0; t < path.size(); ++t) check_walk(dec, path, t, read, rng, tally);
+  INFO(tally.first_failures);
+  CHECK(tally.failures == 0);
+  // What the walk buys on real code: most instructions run unchecked.
+  CHECK(tally.walked > path.size());
+  WARN(std::to_string(path.size()) + " steps; " + tally.summary());
 }
 
 }  // namespace
