@@ -76,6 +76,10 @@ LinuxProcess::LinuxProcess(pid_t pid, bool attached)
         if (!n || *n != out.size()) return false;
         breakpoints_.unshadow(addr, out);
         return true;
+      }),
+      code_reader_([this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+        auto n = read_memory(addr, out);
+        return n ? *n : 0;
       }) {}
 
 void LinuxProcess::set_trace_source(TraceSource source) {
@@ -365,6 +369,7 @@ void LinuxProcess::resume_thread(Thread& t, int signo) {
                 t.mode == RunMode::FlowStep || t.mode == RunMode::SignalEntry || t.mode == RunMode::WatchStep ||
                 (t.mode == RunMode::Normal && t.action.kind == ResumeKind::Step);
   bool block = t.mode == RunMode::StepBranch && t.singleblock;
+  bool run_ahead = false;
   if (watch_stepping() && !block) {
     // Every instruction a thread runs while watchpoints are emulated is checked: work out what
     // this one accesses now (a syscall stepped through its entry and exit stops keeps the
@@ -372,9 +377,26 @@ void LinuxProcess::resume_thread(Thread& t, int signo) {
     if (!(t.watch_step && t.in_syscall)) {
       user_regs_struct gp{};
       if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return;  // gone: its exit status tells
-      t.watch_step = watch_.prepare(gp, signo == 0, watch_reader_);
+      // The lone thread of a process may run straight-line code unchecked when every access
+      // in it is known now and misses the regions: an int3 at the first instruction that
+      // needs a check, then that one is stepped. (Another thread could meet that int3 and
+      // run the instruction under it unchecked, so threaded processes always step.)
+      if (signo == 0 && t.mode == RunMode::WatchStep && threads_.size() == 1) {
+        RunAhead ahead = watch_.run_ahead(gp, code_reader_);
+        if (ahead.stop != gp.rip) {
+          arm(t, ahead.stop);
+          run_ahead = t.armed == ahead.stop;
+        }
+      }
+      if (run_ahead) {
+        t.watch_step.reset();
+        ++watch_runs_ahead_;
+      } else {
+        arm(t, 0);
+        t.watch_step = watch_.prepare(gp, signo == 0, watch_reader_);
+      }
     }
-    single = true;
+    single = !run_ahead;
   }
   if (single && traced(t.tid) && t.mode != RunMode::FlowStep && t.mode != RunMode::SignalEntry) {
     // A client step of a traced thread: remember where it was to record a branch it takes.
@@ -583,6 +605,20 @@ void LinuxProcess::handle_trap(Thread& t) {
     // int3 leaves pc after itself: rewind to the breakpoint address.
     set_pc(t.tid, pc - 1);
     bool ours_only = !breakpoints_.has_client(pc - 1);
+    if (ours_only && t.mode == RunMode::WatchStep) {
+      if (t.armed == pc - 1) {  // the end of a run ahead: that instruction is checked next
+        arm(t, 0);
+        if (!event_) resume_thread(t, 0);
+        return;
+      }
+      // Someone else's int3: the instruction under it runs lifted, checked as any step.
+      FlowInsn one;
+      one.addr = pc - 1;
+      one.kind = FlowKind::Trap;
+      if (auto d = code_cache_.insn_at(pc - 1)) one.len = d->first;
+      if (!event_) (void)execute_flow(t, one);
+      return;
+    }
     if (ours_only && (t.mode == RunMode::Traced || t.mode == RunMode::Normal || t.mode == RunMode::RangeStep))
       return internal_hit(t, pc - 1);
     if (ours_only && t.mode == RunMode::StepBranch) {
@@ -672,6 +708,9 @@ void LinuxProcess::handle_ptrace_event(Thread& t, int event) {
   bool keep_going = !event_;
   switch (event) {
     case PTRACE_EVENT_CLONE: {
+      // A lone thread running ahead of its watch checks has an int3 in shared memory: the new
+      // thread could meet it. From now on both step.
+      if (t.mode == RunMode::WatchStep) arm(t, 0);
       // The new thread starts with a SIGSTOP; take it now so the thread is known and stopped.
       int status = 0;
       while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}

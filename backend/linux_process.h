@@ -111,6 +111,7 @@ class LinuxProcess final : public Process {
   // instructions executed by emulation instead of by the CPU.
   uint64_t ptrace_stops() const { return ptrace_stops_; }
   uint64_t emulated_flows() const { return emulated_flows_; }
+  uint64_t watch_runs_ahead() const { return watch_runs_ahead_; }
 
   // Internal breakpoints (software tracer, stepbranch): share addresses with the client's.
   Result<void> insert_internal_breakpoint(uint64_t addr);
@@ -248,6 +249,8 @@ class LinuxProcess final : public Process {
   bool watch_emulation_ = false;
   WatchEmulator watch_;
   WatchEmulator::Reader watch_reader_;  // memory as the program sees it (shadows removed)
+  CodeBytesReader code_reader_;          // the same, for code
+  uint64_t watch_runs_ahead_ = 0;        // straight-line runs without a stop per instruction
   uint64_t ptrace_stops_ = 0;
   uint64_t emulated_flows_ = 0;
 };

@@ -108,6 +108,16 @@ WatchEmulator::Step WatchEmulator::prepare(const user_regs_struct& regs, bool ex
   return step;
 }
 
+bool WatchEmulator::touches(const MemAccess& access) const {
+  for (const auto& r : regions_)
+    if (kind_sees(r.kind, access) && overlaps(access.addr, access.size, r.addr, r.len)) return true;
+  return false;
+}
+
+RunAhead WatchEmulator::run_ahead(const user_regs_struct& regs, const CodeBytesReader& read) {
+  return decoder_.run_ahead(regs, read, [this](const MemAccess& a) { return touches(a); });
+}
+
 std::optional<WatchHit> WatchEmulator::check(const Step& step, const Reader& read) const {
   if (step.exact) {
     for (const auto& r : regions_)

@@ -53,6 +53,12 @@ class WatchEmulator {
   Step prepare(const user_regs_struct& regs, bool exact_allowed, const Reader& read);
   // After the step: the first region the step touched in a way its kind watches.
   std::optional<WatchHit> check(const Step& step, const Reader& read) const;
+  // How far a thread at regs.rip may run unchecked: the straight-line code from there whose
+  // accesses are all computable now and touch no region (AccessDecoder::run_ahead). The
+  // caller runs to `stop` and checks that instruction with a step.
+  RunAhead run_ahead(const user_regs_struct& regs, const CodeBytesReader& read);
+  // Would this access fire one of the regions?
+  bool touches(const MemAccess& access) const;
 
   // Code was written (or the image replaced): forget what was decoded there.
   void invalidate_code(uint64_t addr, uint64_t len);

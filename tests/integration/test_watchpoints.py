@@ -139,3 +139,41 @@ def test_lldb_read_watchpoint(procs, watch_mode):
                          % L("read"), r.out), r
     else:
         assert "Watchpoint creation failed" in r.out, r
+
+
+_COLLECT_STOPS = """
+import gdb
+n = 0
+while True:
+    try:
+        out = gdb.execute('continue', to_string=True)
+    except gdb.error as e:
+        print('ERR %s' % e)
+        break
+    if gdb.selected_inferior().pid == 0:
+        print('EXIT')
+        break
+    print('STOP %d %#x %d' % (n, int(gdb.parse_and_eval('$pc')), int(gdb.parse_and_eval('cells[2]'))))
+    n += 1
+"""
+
+
+def _watch_stops(procs, mode, gdb_software):
+    prog = inferior("watchmix")
+    srv = procs.server(watch_args(mode) + ["--once", "{COMM}", prog])
+    pre = ["set can-use-hw-watchpoints 0"] if gdb_software else []
+    r = gdb_remote(srv, ["break main", "continue"] + pre + ["watch cells[2]"], prog=prog,
+                   pyscript=_COLLECT_STOPS, timeout=300)
+    stops = [l for l in r.out.splitlines() if l.startswith(("STOP", "EXIT", "ERR"))]
+    assert stops and stops[-1].startswith("EXIT"), r
+    return stops, r
+
+
+def test_watch_stops_equal_gdbs_own_software_watchpoint(procs, watch_mode):
+    """cells[2] written directly, through computed pointers, by memcpy (libc's vector code), in
+    a callee, mixed with unrelated stores: every stop (pc and value) is the one GDB finds by
+    single-stepping every instruction itself and comparing the value."""
+    ours, r = _watch_stops(procs, watch_mode, gdb_software=False)
+    truth, t = _watch_stops(procs, watch_mode, gdb_software=True)
+    assert len(ours) > 20, r
+    assert ours == truth, "\n".join(["ours:"] + ours + ["GDB software watchpoint:"] + truth)
