@@ -67,6 +67,13 @@
 //   enter/leave with a 0x66 prefix, and anything capstone 4 cannot decode (len = 0 then):
 //   among them movdir64b, movdiri, enqcmd(s), clzero, vbroadcasti128, vcompressps. (capstone 4
 //   also reads ptwrite and a few other F3 0F AE forms as xsave*: exact=false as well.)
+//   Also exact=false: encodings capstone 4 decodes differently from the CPU (a 66/f2/f3 prefix
+//   followed by another legacy prefix, a REX not right before the opcode, a memory operand
+//   whose base contradicts ModRM; see misdecoded() in mem_access.cc).
+//
+// run_ahead() uses the same cached recipes, each with a summary of which GPRs the instruction
+// writes and whether it can leave the straight line; its rules are in mem_access.cc
+// ("run-ahead").
 //
 // Not thread-safe: one decoder per user (it holds the capstone handle and the cache).
 #pragma once

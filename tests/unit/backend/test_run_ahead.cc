@@ -31,9 +31,12 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <capstone/capstone.h>
 
 #include "backend/mem_access.h"
 
@@ -1491,6 +1494,133 @@ TEST_CASE("run_ahead: a real workload, single-stepped on the CPU", "[run_ahead]"
   // What the walk buys on real code: most instructions run unchecked.
   CHECK(tally.walked > path.size());
   WARN(std::to_string(path.size()) + " steps; " + tally.summary());
+}
+
+// --- random single instructions: the register model for every form capstone decodes -------------
+
+// Random instruction bytes over the whole opcode space: legacy prefixes, REX, the one-, two- and
+// three-byte maps, VEX and EVEX, then ModRM/SIB/displacement/immediate bytes biased to small
+// values (so that memory operands often land in the scratch area).
+std::vector<uint8_t> random_bytes(std::mt19937_64& rng) {
+  std::vector<uint8_t> b;
+  auto byte = [&] { return static_cast<uint8_t>(rng()); };
+  static const uint8_t legacy[] = {0x66, 0xf2, 0xf3, 0xf0, 0x2e, 0x3e, 0x26, 0x64, 0x65, 0x67};
+  if (rng() % 4 == 0)
+    for (uint64_t n = 1 + rng() % 3; n > 0; --n)
+      b.push_back(rng() % 5 ? legacy[rng() % std::size(legacy)] : static_cast<uint8_t>(0x40 | (rng() % 16)));
+  auto rex = [&] {
+    if (rng() % 2) b.push_back(static_cast<uint8_t>(0x40 | (rng() % 16)));
+  };
+  switch (rng() % 10) {
+    case 0: case 1: case 2: rex(); b.push_back(byte()); break;
+    case 3: case 4: case 5: rex(); b.push_back(0x0f); b.push_back(byte()); break;
+    case 6: rex(); b.insert(b.end(), {0x0f, 0x38, byte()}); break;
+    case 7: rex(); b.insert(b.end(), {0x0f, 0x3a, byte()}); break;
+    case 8:
+      if (rng() % 2) b.insert(b.end(), {0xc5, byte(), byte()});
+      else b.insert(b.end(), {0xc4, static_cast<uint8_t>((byte() & 0xe0) | (1 + rng() % 3)), byte(), byte()});
+      break;
+    default:
+      b.insert(b.end(), {0x62, static_cast<uint8_t>((byte() & 0xf0) | (1 + rng() % 3)), static_cast<uint8_t>(byte() | 4),
+                         byte(), byte()});
+      break;
+  }
+  b.push_back(rng() % 2 ? static_cast<uint8_t>(0xc0 | byte()) : byte());  // ModRM: half register forms
+  while (b.size() < 16) b.push_back(rng() % 4 ? static_cast<uint8_t>(rng() % 16) : byte());
+  return b;
+}
+
+struct SweepResult {
+  size_t tried = 0, decodable = 0, walked = 0, ran = 0, faulted = 0, failures = 0;
+  std::string first_failures;
+  std::set<std::string> mnemonics;  // of the instructions that ran
+};
+
+// For each random instruction the walk declares safe: one step on the CPU from the same
+// registers must end at the next instruction (nothing walked branches or has another length),
+// leave fs/gs bases alone, and every GPR the walk still knows after it must hold that value.
+SweepResult sweep(size_t count, uint64_t seed) {
+  SweepResult res;
+  Lab lab;
+  lab.load(Image(kCode, {}));
+  AccessDecoder dec;
+  std::mt19937_64 rng(seed);
+  csh cs = 0;
+  REQUIRE(cs_open(CS_ARCH_X86, CS_MODE_64, &cs) == CS_ERR_OK);
+  std::vector<RunAheadStep> trace;
+  for (res.tried = 0; res.tried < count; ++res.tried) {
+    std::vector<uint8_t> bytes = random_bytes(rng);
+    user_regs_struct r = lab_regs(rng);
+    uint8_t len = dec.decode(bytes, r).len;
+    if (len == 0) continue;
+    ++res.decodable;
+    bytes.resize(len);
+    Image img(kCode, {{bytes, "random"}});
+    RunAhead ra = dec.run_ahead(r, img.reader(), {}, 512, &trace);
+    if (ra.insns == 0) continue;
+    ++res.walked;
+    auto fail = [&](const std::string& what) {
+      char hexbytes[64] = {};
+      for (size_t i = 0; i < bytes.size(); ++i) std::snprintf(hexbytes + 3 * i, 4, "%02x ", bytes[i]);
+      cs_insn* insn = nullptr;
+      std::string text = "?";
+      if (cs_disasm(cs, bytes.data(), bytes.size(), kCode, 1, &insn) == 1) {
+        text = std::string(insn->mnemonic) + " " + insn->op_str;
+        cs_free(insn, 1);
+      }
+      if (++res.failures <= 10) res.first_failures += std::string(hexbytes) + "(" + text + "): " + what + "\n";
+    };
+    if (ra.insns != 1 || trace.size() != 2 || ra.why != Why::ControlFlow) {
+      fail("the walk went past the int3 after it");
+      continue;
+    }
+    lab.write(kCode, img.bytes);
+    user_regs_struct after{};
+    int sig = lab.step_once(r, after);
+    if (sig != SIGTRAP) {
+      ++res.faulted;
+      continue;
+    }
+    ++res.ran;
+    cs_insn* insn = nullptr;
+    if (cs_disasm(cs, bytes.data(), bytes.size(), kCode, 1, &insn) == 1) {
+      res.mnemonics.insert(insn->mnemonic);
+      cs_free(insn, 1);
+    }
+    if (after.rip != kCode + len) {
+      fail("the CPU went to " + hex(after.rip));
+      continue;
+    }
+    if (after.fs_base != r.fs_base || after.gs_base != r.gs_base) fail("fs/gs base changed");
+    for (int n = 0; n < 16; ++n)
+      if ((trace[1].known >> n & 1) && gpr(trace[1].regs, n) != gpr(after, n))
+        fail(std::string("the walk says ") + kGprName[n] + " = " + hex(gpr(trace[1].regs, n)) + ", the CPU has " +
+             hex(gpr(after, n)) + " (before: " + hex(gpr(r, n)) + ")");
+  }
+  cs_close(&cs);
+  return res;
+}
+
+std::string summary(const SweepResult& s) {
+  return std::to_string(s.tried) + " tried, " + std::to_string(s.decodable) + " decodable, " + std::to_string(s.walked) +
+         " walked, " + std::to_string(s.ran) + " ran (" + std::to_string(s.mnemonics.size()) + " mnemonics), " +
+         std::to_string(s.faulted) + " faulted";
+}
+
+TEST_CASE("run_ahead: random single instructions, on the CPU", "[run_ahead]") {
+  SweepResult s = sweep(40000, 3);
+  INFO(s.first_failures);
+  CHECK(s.failures == 0);
+  CHECK(s.ran > 2000);
+  WARN(summary(s));
+}
+
+// Not run by default (about a minute): `unit_backend "[run_ahead_sweep]"`.
+TEST_CASE("run_ahead: sweep of random single instructions, on the CPU", "[.][run_ahead_sweep]") {
+  SweepResult s = sweep(2000000, 11);
+  INFO(s.first_failures);
+  CHECK(s.failures == 0);
+  WARN(summary(s));
 }
 
 }  // namespace
