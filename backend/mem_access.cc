@@ -624,6 +624,13 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
 // push, one-operand mul/imul/div/idiv, verr/verw); any other register operand counts when
 // capstone says it is written, and always for xchg/xadd/cmpxchg/mulx; capstone's implicit
 // writes are added, and the implicit ones it misses (see implicit_writes()).
+// The walk stops AT an instruction that may leave the straight line (is_branch: every jump,
+// call, return, loop, syscall, interrupt, ud*, hlt, far transfer, xbegin/xend/xabort), at one
+// whose effects it does not model (is_unusual: segment loads and wr[fg]sbase, which move
+// fs/gs bases; popf, which can set TF/AC/DF; in/out; privileged instructions), at decodings it
+// does not trust (misdecoded, unwalkable), at rep string instructions (continued, they run all
+// their iterations), at exact=false, and when a walked store lands on code it decoded after the
+// store (self-modifying code: the store itself is then the stop).
 // The tests check the model against the CPU: every known register equals the real one before
 // each walked instruction (test_run_ahead.cc, over random single instructions as well).
 
