@@ -163,7 +163,7 @@ class AccessDecoder {  // owns a capstone handle (CS_ARCH_X86, CS_MODE_64, detai
   // exact=false, is unusual or a rep string instruction, has an access for which `touches` is
   // true, is undecodable, or after max_insns instructions (RunAhead::Why). Code is read
   // through `read` on every call (cached recipes are used only while the bytes match); the
-  // hot path allocates nothing unless `trace` is given.
+  // hot path allocates nothing once warm, unless `trace` is given.
   // Every walked instruction runs in order when the thread is continued from regs (nothing
   // walked can branch), unless a signal interrupts it. `trace`, when given, receives one step
   // per instruction looked at: the walked ones, then stop itself unless the walk ended at the

@@ -513,6 +513,37 @@ TEST_CASE("run_ahead: a long straight line, and the cache", "[run_ahead]") {
   CHECK(ra.insns == 3);
 }
 
+TEST_CASE("run_ahead: random code and registers never crash and give consistent answers", "[run_ahead]") {
+  AccessDecoder dec;
+  std::mt19937_64 rng(99);
+  std::vector<RunAheadStep> trace;
+  for (int n = 0; n < 3000; ++n) {
+    user_regs_struct r{};
+    for (int g = 0; g < 16; ++g) gpr(r, g) = rng() % 3 ? rng() : rng() % 0x1000;
+    r.rip = rng() % 2 ? kAt : ~uint64_t{0} - rng() % 64;  // also at the very top of the address space
+    r.fs_base = rng();
+    std::vector<uint8_t> bytes(rng() % 200);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng() % 3 ? rng() : 0x90);
+    auto read = [&](uint64_t addr, std::span<uint8_t> out) -> size_t {
+      if (addr < r.rip || addr - r.rip >= bytes.size()) return 0;
+      size_t k = std::min<size_t>(out.size(), bytes.size() - (addr - r.rip));
+      std::memcpy(out.data(), bytes.data() + (addr - r.rip), k);
+      return k;
+    };
+    auto max = static_cast<uint32_t>(rng() % 64);
+    uint64_t hits = 0;
+    RunAhead ra = dec.run_ahead(r, read, [&](const MemAccess&) { return rng() % 8 == 0 && ++hits; }, max, &trace);
+    INFO("case " << n);
+    REQUIRE(ra.insns <= max);
+    REQUIRE(trace.size() == ra.insns + (ra.why != Why::Limit));
+    if (!trace.empty()) REQUIRE(trace[0].addr == r.rip);
+    if (ra.insns == 0) REQUIRE(ra.stop == r.rip);
+    for (size_t i = 0; i + 1 < trace.size(); ++i) REQUIRE(trace[i + 1].addr - trace[i].addr <= 15);
+    if (ra.why == Why::Touches) REQUIRE(hits > 0);
+    if (ra.why != Why::Limit) REQUIRE(ra.stop == trace.back().addr);
+  }
+}
+
 // --- the CPU: a child that runs paths one single step at a time ---------------------------------
 
 constexpr uint64_t kData = 0x20000000;  // scratch (RW); below 4 GiB so 32-bit results stay pointers
