@@ -811,7 +811,7 @@ struct HandSeq {
   std::vector<Insn> insns;
   uint32_t stop;
   Why why;
-  bool runs_through = true;  // false: the CPU faults on the way (cpuid leaves rbx a non-pointer)
+  bool runs_through = true;  // false: the CPU may fault on the way (cpuid leaves rbx a non-pointer)
 };
 
 const std::vector<HandSeq>& hand_sequences() {
@@ -956,7 +956,8 @@ const std::vector<HandSeq>& hand_sequences() {
         {{0xcc}, "int3"}},
        2, Why::Unknown},
       {"xsave is not exact",
-       {{{0x48, 0x89, 0x07}, "mov QWORD PTR [rdi],rax"}, {{0x0f, 0xae, 0x27}, "xsave [rdi]"}, {{0xcc}, "int3"}}, 1, Why::Unknown},
+       {{{0x48, 0x89, 0x07}, "mov QWORD PTR [rdi],rax"}, {{0x0f, 0xae, 0x27}, "xsave [rdi]"}, {{0xcc}, "int3"}}, 1, Why::Unknown,
+       false},  // (a CPU without XSAVE enabled faults)
       {"xchg swaps",
        {{{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"}, {{0x48, 0x93}, "xchg rbx,rax"}, {{0x48, 0x89, 0x03}, "mov QWORD PTR [rbx],rax"},
         {{0xcc}, "int3"}},
