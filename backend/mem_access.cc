@@ -381,6 +381,63 @@ uint8_t log2_of(uint32_t v) {
   return n;
 }
 
+// Where capstone 4 and the CPU may disagree on the instruction or its memory operand (found
+// by the random sweep in test_run_ahead.cc): decode() gives exact=false, run_ahead stops.
+// - a 66/f2/f3 prefix followed by another legacy prefix: the CPU still takes it as the
+//   mandatory prefix, capstone 4 may not (f2 67 0f 2c is cvttsd2si r32 to the CPU, cvttps2pi
+//   to capstone). The ubiquitous padding nops (66 2e 0f 1f ...) are exempt: a nop either way.
+// - a REX byte that is not right before the opcode (the CPU ignores it);
+// - a memory operand whose base does not follow from ModRM/SIB (capstone 4 decodes some 0x67
+//   EVEX forms with mod=00 rm=101, [eip+disp32] to the CPU, as [rbp] and misses the disp32).
+bool misdecoded(const cs_insn& insn) {
+  const cs_x86& x = insn.detail->x86;
+  const cs_x86_op* mem = nullptr;
+  for (uint8_t i = 0; i < x.op_count && !mem; ++i)
+    if (x.operands[i].type == X86_OP_MEM) mem = &x.operands[i];
+  if (uint8_t at = x.encoding.modrm_offset; mem && at != 0 && at < insn.size && (insn.bytes[at] >> 6) != 3) {
+    uint8_t mod = insn.bytes[at] >> 6, rm = insn.bytes[at] & 7;
+    bool rip = mem->mem.base == X86_REG_RIP || mem->mem.base == X86_REG_EIP;
+    if (mod == 0 && rm == 5 && !rip) return true;
+    if (mod != 0 && rip) return true;
+    if (mod == 0 && rm == 4 && at + 1 < insn.size && (insn.bytes[at + 1] & 7) == 5 &&
+        mem->mem.base != X86_REG_INVALID)
+      return true;
+  }
+  bool after_mandatory = false, after_rex = false, doubtful = false;
+  size_t i = 0;
+  for (; i < insn.size; ++i) {
+    uint8_t c = insn.bytes[i];
+    bool legacy = c == 0x66 || c == 0x67 || c == 0xf0 || c == 0xf2 || c == 0xf3 || c == 0x2e || c == 0x36 ||
+                  c == 0x3e || c == 0x26 || c == 0x64 || c == 0x65;
+    bool rex = (c & 0xf0) == 0x40;
+    if (!legacy && !rex) break;
+    doubtful |= (after_mandatory && legacy) || after_rex;
+    after_mandatory = c == 0x66 || c == 0xf2 || c == 0xf3;
+    after_rex = rex;
+  }
+  bool padding_nop = i + 1 < insn.size && insn.bytes[i] == 0x0f && insn.bytes[i + 1] == 0x1f;
+  return doubtful && !padding_nop;
+}
+
+// Decodings decode() describes correctly for one step but a walk cannot go past:
+// - f2/f3 on a string instruction: a rep the CPU honours (f2 a5 is rep movs) even where
+//   capstone 4 drops the prefix; continued, it runs every iteration;
+// - EVEX embedded rounding / SAE: capstone 4 takes one byte too many (the rounding control
+//   as an immediate), so the next instruction would start at the wrong byte.
+bool unwalkable(const cs_insn& insn, bool string_insn) {
+  const cs_x86& x = insn.detail->x86;
+  if (x.avx_sae || x.avx_rm != X86_AVX_RM_INVALID) return true;
+  if (!string_insn) return false;
+  for (size_t i = 0; i < insn.size; ++i) {
+    uint8_t c = insn.bytes[i];
+    if (c == 0xf2 || c == 0xf3) return true;
+    bool prefix = c == 0x66 || c == 0x67 || c == 0xf0 || c == 0x2e || c == 0x36 || c == 0x3e || c == 0x26 ||
+                  c == 0x64 || c == 0x65 || (c & 0xf0) == 0x40;
+    if (!prefix) break;
+  }
+  return false;
+}
+
 // Builds the recipe for the instruction capstone decoded into `insn`.
 void build(csh handle, const cs_insn& insn, Recipe& r) {
   const cs_x86& x = insn.detail->x86;
@@ -393,7 +450,7 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
   const char* name_c = cs_insn_name(handle, id);
   std::string_view name = name_c ? name_c : "";
 
-  if (inexact(id, name)) {
+  if (inexact(id, name) || misdecoded(insn)) {
     r.exact = false;
     return;
   }
@@ -567,6 +624,13 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
 // push, one-operand mul/imul/div/idiv, verr/verw); any other register operand counts when
 // capstone says it is written, and always for xchg/xadd/cmpxchg/mulx; capstone's implicit
 // writes are added, and the implicit ones it misses (see implicit_writes()).
+// The walk stops AT an instruction that may leave the straight line (is_branch: every jump,
+// call, return, loop, syscall, interrupt, ud*, hlt, far transfer, xbegin/xend/xabort), at one
+// whose effects it does not model (is_unusual: segment loads and wr[fg]sbase, which move
+// fs/gs bases; popf, which can set TF/AC/DF; in/out; privileged instructions), at decodings it
+// does not trust (misdecoded, unwalkable), at rep string instructions (continued, they run all
+// their iterations), at exact=false, and when a walked store lands on code it decoded after the
+// store (self-modifying code: the store itself is then the stop).
 // The tests check the model against the CPU: every known register equals the real one before
 // each walked instruction (test_run_ahead.cc, over random single instructions as well).
 
@@ -813,7 +877,7 @@ void build_effects(const cs_insn& insn, Recipe& r) {
     e.flow = Flow::Branch;
     return;
   }
-  if (is_unusual(insn)) {
+  if (is_unusual(insn) || misdecoded(insn) || unwalkable(insn, string_op(x) != StrOp::None)) {
     e.flow = Flow::Unusual;
     return;
   }

@@ -67,6 +67,13 @@
 //   enter/leave with a 0x66 prefix, and anything capstone 4 cannot decode (len = 0 then):
 //   among them movdir64b, movdiri, enqcmd(s), clzero, vbroadcasti128, vcompressps. (capstone 4
 //   also reads ptwrite and a few other F3 0F AE forms as xsave*: exact=false as well.)
+//   Also exact=false: encodings capstone 4 decodes differently from the CPU (a 66/f2/f3 prefix
+//   followed by another legacy prefix, a REX not right before the opcode, a memory operand
+//   whose base contradicts ModRM; see misdecoded() in mem_access.cc).
+//
+// run_ahead() uses the same cached recipes, each with a summary of which GPRs the instruction
+// writes and whether it can leave the straight line; its rules are in mem_access.cc
+// ("run-ahead").
 //
 // Not thread-safe: one decoder per user (it holds the capstone handle and the cache).
 #pragma once
@@ -151,9 +158,12 @@ class AccessDecoder {  // owns a capstone handle (CS_ARCH_X86, CS_MODE_64, detai
   // Walks straight-line code from regs.rip without running it and says how far the thread can
   // run unchecked: each walked instruction's accesses are computed from the entry registers as
   // far as the walk can follow them (see mem_access.cc "run-ahead" for the exact rules), and
-  // none of them satisfies `touches`. The walk stops AT (not after) the first instruction that
-  // is control flow, has an access it cannot compute, has exact=false, has an access for which
-  // `touches` is true, is undecodable, or after max_insns instructions (RunAhead::Why).
+  // none of them satisfies `touches` (an empty one is never true). The walk stops AT (not
+  // after) the first instruction that is control flow, has an access it cannot compute, has
+  // exact=false, is unusual or a rep string instruction, has an access for which `touches` is
+  // true, is undecodable, or after max_insns instructions (RunAhead::Why). Code is read
+  // through `read` on every call (cached recipes are used only while the bytes match); the
+  // hot path allocates nothing once warm, unless `trace` is given.
   // Every walked instruction runs in order when the thread is continued from regs (nothing
   // walked can branch), unless a signal interrupts it. `trace`, when given, receives one step
   // per instruction looked at: the walked ones, then stop itself unless the walk ended at the

@@ -863,6 +863,11 @@ std::vector<Entry> table() {
   E("clzero (AMD; capstone 4 cannot decode it)", {0x0f, 0x01, 0xfc}, "?");
   E("lcall [rbx]", {0xff, 0x1b}, "?");
   E("sgdt [rbx]", {0x0f, 0x01, 0x03}, "?");
+  // Where capstone 4 decodes another instruction or operand than the CPU runs.
+  E("f2 67 0f 2c 03: cvttsd2si eax, [ebx] (capstone 4: cvttps2pi)", {0xf2, 0x67, 0x0f, 0x2c, 0x03}, "?");
+  E("48 67 8b 03: mov eax, [ebx] (the REX is ignored)", {0x48, 0x67, 0x8b, 0x03}, "?");
+  E("vminsd xmm14{k2}, xmm25, [eip+0x10] (capstone 4: [rbp], no disp32)",
+    {0x67, 0x62, 0x31, 0xb7, 0x02, 0x5d, 0x35, 0x10, 0x00, 0x00, 0x00}, "?");
   return t;
 }
 
