@@ -221,6 +221,25 @@ StopEvent LinuxProcess::watch_event(pid_t tid, const WatchHit& hit) const {
   return ev;
 }
 
+// A branch that ends a run ahead, emulated instead of stepped when what it accesses (a call's
+// push, a ret's pop, an indirect target's load) is known and misses every watched region:
+// one stop per straight-line run instead of two.
+bool LinuxProcess::watch_emulate_flow(Thread& t, uint64_t addr) {
+  auto insn = code_cache_.insn_at(addr);
+  if (!insn || !insn->second || !flow_is_emulatable(insn->second->kind)) return false;
+  user_regs_struct gp{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return false;
+  WatchEmulator::Step step = watch_.prepare(gp, true, watch_reader_);
+  if (!step.exact) return false;
+  for (const auto& access : step.accesses)
+    if (watch_.touches(access)) return false;
+  auto out = emulate(t, *insn->second);
+  if (!out) return false;
+  flow_done(t, *insn->second, *out);
+  resume_thread(t, 0);
+  return true;
+}
+
 bool LinuxProcess::at_syscall(pid_t tid) {
   auto insn = code_cache_.insn_at(get_pc(tid));
   return insn && insn->second && insn->second->kind == FlowKind::Syscall;
@@ -608,7 +627,7 @@ void LinuxProcess::handle_trap(Thread& t) {
     if (ours_only && t.mode == RunMode::WatchStep) {
       if (t.armed == pc - 1) {  // the end of a run ahead: that instruction is checked next
         arm(t, 0);
-        if (!event_) resume_thread(t, 0);
+        if (!event_ && !watch_emulate_flow(t, pc - 1)) resume_thread(t, 0);
         return;
       }
       // Someone else's int3: the instruction under it runs lifted, checked as any step.

@@ -215,6 +215,7 @@ class LinuxProcess final : public Process {
   bool watch_stepping() const { return watch_emulation_ && watch_.active(); }
   StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
   bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
+  bool watch_emulate_flow(Thread& t, uint64_t addr);
   void settle_threads();                       // at a reported stop: commit plans, disarm
 
   pid_t pid_ = 0;
