@@ -557,13 +557,21 @@ class Machine {
   }
 
   // A NUL-terminated string of at most max_string bytes (longer ones are cut there). Read in
-  // pieces that never cross a page, so a string ending just before an unmapped page reads.
+  // pieces that never cross a page, so a string ending just before an unmapped page reads;
+  // a piece that fails is read again byte by byte, for readers finer than pages.
   bool read_string(uint64_t addr, std::string& s) {
     std::array<uint8_t, 256> buf{};
     while (s.size() < limits_.max_string) {
       uint64_t to_page_end = 4096 - (addr & 4095);
       size_t n = static_cast<size_t>(std::min<uint64_t>({buf.size(), to_page_end, limits_.max_string - s.size()}));
-      if (!read(addr, std::span<uint8_t>(buf.data(), n))) return false;
+      if (!read(addr, std::span<uint8_t>(buf.data(), n))) {
+        for (size_t i = 0; i < n; ++i, ++addr) {
+          if (!read(addr, std::span<uint8_t>(buf.data(), 1))) return false;
+          if (buf[0] == 0) return true;
+          s += static_cast<char>(buf[0]);
+        }
+        continue;
+      }
       for (size_t i = 0; i < n; ++i) {
         if (buf[i] == 0) return true;
         s += static_cast<char>(buf[i]);

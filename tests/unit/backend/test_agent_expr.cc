@@ -64,6 +64,7 @@ struct Fake {
   std::map<int, int64_t> tsvs;
   std::string output;
   int out_calls = 0;
+  uint64_t readable_end = UINT64_MAX;  // a reader finer than pages: nothing at or above this
 
   void put(uint64_t addr, const void* data, size_t n) {
     auto* p = static_cast<const uint8_t*>(data);
@@ -83,6 +84,7 @@ struct Fake {
   bool read(uint64_t addr, std::span<uint8_t> out) const {
     for (size_t i = 0; i < out.size(); ++i) {
       uint64_t a = addr + i;
+      if (a >= readable_end) return false;
       auto it = pages.find(a & ~uint64_t{4095});
       if (it == pages.end()) return false;
       out[i] = it->second[a & 4095];
@@ -624,6 +626,13 @@ TEST_CASE("agent printf %s reads the inferior, bounded", "[agent_expr]") {
   CHECK(e.fault == Fault::MemoryUnreadable);
   CHECK(print(call({0x12345000}, "%s"), f, &e).empty());
   CHECK(e.fault == Fault::MemoryUnreadable);
+  // A reader that refuses part of a page: the string is read again byte by byte.
+  f.readable_end = 0x4005;
+  CHECK(print(call({0x4000}, "<%s>"), f) == "<even>");
+  f.readable_end = 0x4004;
+  CHECK(print(call({0x4000}, "<%s>"), f, &e).empty());
+  CHECK(e.fault == Fault::MemoryUnreadable);
+  f.readable_end = UINT64_MAX;
   // Longer than max_string: cut there.
   std::string lng(5000, 'q');
   f.put_string(0x20000, lng);
