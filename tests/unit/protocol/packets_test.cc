@@ -295,6 +295,16 @@ TEST_CASE("breakpoint conditions and commands from GDB", "[packets]") {
   REQUIRE(dc.commands);
   REQUIRE(dc.commands->bytecodes.size() == 1);
   CHECK(dc.commands->bytecodes[0].size() == 0x22);
+
+  // dprintf foo,"first x=%d\n",x ; dprintf foo,"second x=%d\n",x  (one cmds: token)
+  auto two_cmds = as<InsertBreakpoint>(
+      "Z0,555555555151,1;cmds:1,X24,26000622100222dc160802191620220022003401000d666972737420783d25645c6e0027"
+      "X25,26000622100222dc160802191620220022003401000e7365636f6e6420783d25645c6e0027");
+  REQUIRE(two_cmds.commands);
+  REQUIRE(two_cmds.commands->bytecodes.size() == 2);
+  CHECK(two_cmds.commands->bytecodes[0].size() == 0x24);
+  CHECK(two_cmds.commands->bytecodes[1].size() == 0x25);
+  CHECK(two_cmds.commands->bytecodes[1].back() == 0x27);
 }
 
 TEST_CASE("breakpoint options: grammar and bounds", "[packets]") {
