@@ -96,6 +96,25 @@ struct Formatter {
   void operator()(const Monitor& m) {
     sink = console_output(m.command) + error_text(m.command) + error_for(dialect, static_cast<int>(m.command.size()), m.command);
   }
+  // Conditions and commands survive a round trip through GDB's encoding.
+  void operator()(const InsertBreakpoint& z) {
+    auto exprs = [](const std::vector<std::vector<uint8_t>>& list) {
+      std::string s;
+      for (const auto& b : list) s += "X" + hex_u64(b.size()) + "," + to_hex(b);
+      return s;
+    };
+    std::string again = "Z" + std::to_string(static_cast<int>(z.type)) + "," + hex_u64(z.addr) + "," + hex_u64(z.kind);
+    if (!z.conditions.empty()) again += ";" + exprs(z.conditions);
+    if (z.commands) again += std::string(";cmds:") + (z.commands->persist ? "1," : "0,") + exprs(z.commands->bytecodes);
+    Request r = parse_request(again);
+    require(std::holds_alternative<InsertBreakpoint>(r));
+    const auto& back = std::get<InsertBreakpoint>(r);
+    require(back.type == z.type && back.addr == z.addr && back.kind == z.kind);
+    require(back.conditions == z.conditions);
+    require(back.commands.has_value() == z.commands.has_value());
+    if (z.commands) require(back.commands->persist == z.commands->persist && back.commands->bytecodes == z.commands->bytecodes);
+    sink = again.substr(0, 4096);
+  }
   void operator()(const Malformed& m) { sink = error_text(m.what); }
   template <typename T>
   void operator()(const T&) {}
