@@ -13,11 +13,16 @@ namespace server {
 
 namespace {
 
-std::set<int> host_signals(const Session& session, const std::vector<int>& wire_signals) {
-  std::set<int> out;
-  for (int s : wire_signals)
-    if (int host = session.host_signal(s); host > 0) out.insert(host);
-  return out;
+// The Linux signals a QPassSignals/QProgramSignals list names. GDB lists its own numbers;
+// LLDB lists Linux ones (see Session::host_signal).
+std::set<int> host_signals(Session& session, const std::vector<int>& wire_signals) {
+  if (session.dialect().lldb) {
+    std::set<int> out;
+    for (int s : wire_signals)
+      if (int host = session.host_signal(s); host > 0) out.insert(host);
+    return out;
+  }
+  return protocol::host_signals_listed(wire_signals);
 }
 
 }  // namespace

@@ -42,3 +42,21 @@ def test_sigsegv_at_faulting_line(procs):
     assert re.search(r"crash \(\) at .*segv\.c:%d\n%d\s.*LINE:segv" % (line, line), out), r
     assert re.search(r"#1 +0x[0-9a-f]+ in main \(\)", out), r
     assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
+
+
+SIGINFO = inferior("siginfo")
+
+
+def test_sigio_stops_when_gdb_says_stop(procs):
+    """QPassSignals lists GDB numbers: GDB_SIGNAL_POLL (passed by default) is not SIGIO."""
+    srv = procs.server(["--once", "{COMM}", SIGINFO, "io"])
+    r = gdb_remote(srv, ["handle SIGIO stop print", "continue", "info program", "kill"], prog=SIGINFO)
+    assert "Program received signal SIGIO" in r.out, r
+    assert "terminated" not in r.out, r
+
+
+def test_sigio_passed_silently_by_default(procs):
+    srv = procs.server(["--once", "{COMM}", SIGINFO, "io"])
+    r = gdb_remote(srv, ["continue"], prog=SIGINFO)
+    assert "Program terminated with signal SIGIO" in r.out, r
+    assert "received signal" not in r.out, r

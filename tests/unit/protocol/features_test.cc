@@ -108,6 +108,18 @@ TEST_CASE("signal mapping", "[signals]") {
   }
 }
 
+TEST_CASE("pass/program signal lists are GDB numbers", "[signals]") {
+  // GDB_SIGNAL_POLL (33) names no Linux signal: SIGIO (29) is GDB_SIGNAL_IO (23).
+  CHECK(host_signals_listed({33}).empty());
+  CHECK(host_signals_listed({23}) == std::set<int>{29});
+  CHECK(host_signals_listed({33, 23, 14}) == std::set<int>{14, 29});
+  CHECK(host_signals_listed({30, 31, 20}) == std::set<int>{10, 12, 17});  // USR1 USR2 CHLD
+  CHECK(host_signals_listed({77, 45, 75, 78}) == std::set<int>{32, 33, 63, 64});
+  CHECK(host_signals_listed({12}) == std::set<int>{31});  // SYS
+  CHECK(host_signals_listed({0, 7, 200, -1}).empty());    // none, EMT, nonsense
+  CHECK(host_signals_listed({}).empty());
+}
+
 TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(threads_xml({{0x1182, 0x1182, 0, "prog"}}, true) ==
         "<threads>\n<thread id=\"p1182.1182\" core=\"0\" name=\"prog\"/>\n</threads>\n");
