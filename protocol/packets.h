@@ -75,6 +75,8 @@ struct RemoveBreakpoint { BreakpointType type{}; uint64_t addr = 0; uint64_t kin
 
 // ---- qXfer ----
 struct XferRead { std::string object; std::string annex; uint64_t offset = 0; uint64_t length = 0; };
+// qXfer:<object>:write:<annex>:<offset>:<binary data>
+struct XferWrite { std::string object; std::string annex; uint64_t offset = 0; std::vector<uint8_t> data; };
 
 // ---- host I/O ----
 struct FileSetFs { int pid = 0; };
@@ -115,6 +117,7 @@ using Request = std::variant<
     SetCatchSyscalls, SetThreadEvents, Monitor, ReadRegisters, WriteRegisters, ReadRegister,
     WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
+    XferWrite,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,
     HostInfo, ProcessInfo, MemoryRegionInfo, ThreadSuffixSupported, ListThreadsInStopReply,
     ThreadsInfo, EnableErrorStrings, WatchpointSupportInfo, ThreadStopInfo, RegisterInfo, Malformed,

@@ -66,6 +66,7 @@ Reply handle(Session&, const RemoveBreakpoint&);
 
 // xfer.cc
 Reply handle(Session&, const XferRead&);
+Reply handle(Session&, const XferWrite&);
 
 // hostio_handlers.cc
 Reply handle(Session&, const FileSetFs&);

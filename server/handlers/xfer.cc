@@ -1,5 +1,8 @@
 // qXfer:<object>:read — each document is built when offset 0 is asked for, and later chunks
 // are served from that snapshot (GDB reads 0x1000 bytes at a time).
+// qXfer:<object>:write — only siginfo can be written (GDB's `set $_siginfo...`).
+#include <algorithm>
+
 #include "protocol/target_xml.h"
 #include "protocol/xml.h"
 #include "server/handlers/handlers.h"
@@ -77,7 +80,9 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
 Reply handle(Session& s, const XferRead& x) {
   std::string key = x.object + ":" + x.annex;
   std::string& snapshot = s.xfer_snapshot(key);
-  if (x.offset == 0) {
+  // GDB reads one field of $_siginfo at its own offset, with no read at 0 before it: the
+  // siginfo (small, changed by every stop and every write) is read afresh each time.
+  if (x.offset == 0 || x.object == "siginfo") {
     std::string error_out;
     auto document = build_document(s, x, error_out);
     if (!document) {
@@ -87,6 +92,21 @@ Reply handle(Session& s, const XferRead& x) {
     snapshot = std::move(*document);
   }
   return xfer_chunk(snapshot, x.offset, x.length);
+}
+
+Reply handle(Session& s, const XferWrite& x) {
+  if (x.object != "siginfo") return empty();  // gdbserver: no other object is writable
+  auto* p = s.process();
+  pid_t tid = s.general_thread();
+  if (!p || tid <= 0) return error(1);
+  auto info = p->siginfo(tid);
+  if (!info) return error_reply(s, info.error());
+  if (x.offset >= info->size()) return error(1);
+  // What does not fit in the siginfo is dropped; the reply says how much was taken.
+  size_t n = std::min<size_t>(x.data.size(), info->size() - x.offset);
+  std::copy_n(x.data.begin(), n, info->begin() + static_cast<long>(x.offset));
+  if (auto r = p->set_siginfo(tid, *info); !r) return error_reply(s, r.error());
+  return fmt::format("{:x}", n);
 }
 
 }  // namespace server

@@ -65,6 +65,8 @@ TEST_CASE("qSupported reply", "[qsupported]") {
     CHECK(has(r, f));
   CHECK(has(r, "fork-events+"));
   CHECK(has(r, "vfork-events+"));
+  CHECK(has(r, "qXfer:siginfo:read+"));
+  CHECK(has(r, "qXfer:siginfo:write+"));
   CHECK_FALSE(has(r, "no-resumed+"));
   CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
