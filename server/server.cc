@@ -58,6 +58,7 @@ backend::TraceSource Server::btrace_source() const {
 
 backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   backend::LaunchOptions launch = launch_settings_;
+  last_run_ = argv;
   launch.argv = std::move(argv);
   auto process = backend::Process::launch(launch);
   if (!process) return process.error();

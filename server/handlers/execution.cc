@@ -173,10 +173,13 @@ Reply handle(Session& s, const VRun& r) {
   if (!s.server().options().multi && !s.extended()) return error_text("vRun needs extended-remote (branchstub --multi).");
   std::vector<std::string> argv = r.argv;
   if (argv.empty() || argv.front().empty()) {
-    const auto& program = s.server().options().program;
-    if (program.empty()) return error_text("No program given to run.");
-    if (argv.empty()) argv = program;
-    else argv.front() = program.front();
+    // No program named: the program of the last run (vRun or command line), with the new
+    // arguments, as gdbserver does. GDB sends that for a second inferior's `run` and for a
+    // `run` without `set remote exec-file`.
+    const auto& last = s.server().last_run();
+    if (last.empty()) return error_text("No program given to run.");
+    if (argv.empty()) argv.push_back(last.front());
+    else argv.front() = last.front();
   }
   // A client that can name processes (multiprocess) runs a second inferior beside the first
   // and kills what it wants with vKill; for any other, the new run replaces the old one.

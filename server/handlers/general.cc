@@ -98,8 +98,13 @@ Reply handle(Session& s, const QueryCurrentThread&) {
 }
 
 Reply handle(Session& s, const ThreadAlive& t) {
-  auto* p = s.process();
-  return p && t.thread.tid > 0 && p->has_thread(t.thread.tid) ? ok() : error(1);
+  // Any process's thread: GDB asks about inferior 1's thread while inferior 2 is selected.
+  if (t.thread.tid <= 0) return error(1);
+  for (auto* p : s.server().processes()) {
+    if (t.thread.pid && *t.thread.pid > 0 && *t.thread.pid != p->pid()) continue;
+    if (p->alive() && p->has_thread(t.thread.tid)) return ok();
+  }
+  return error(1);
 }
 
 Reply handle(Session& s, const ThreadInfoFirst&) {

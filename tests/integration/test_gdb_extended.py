@@ -53,3 +53,37 @@ def test_two_inferiors_at_once(procs):
     assert re.search(r"\[Inferior 2 \(process \d+\) exited normally\]", out), r
     assert re.search(r"\[Inferior 1 \(process \d+\) exited with code 07\]", out), r
     assert srv.wait_exit(10) is not None
+
+
+SIGINFO = inferior("siginfo")
+
+
+def _pids(out):
+    return [int(p) for p in re.findall(r"^\*? +\d+ +process (\d+) ", out, re.M)]
+
+
+def test_run_without_exec_file_reuses_the_last_program(procs):
+    """vRun with an empty program name: the last program, with the new arguments."""
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + SIGINFO, "run io-ignored",
+        "add-inferior", "inferior 2", "file " + SIGINFO, "run", "continue", "monitor exit"],
+        prog=SIGINFO, extended=True, timeout=90)
+    out = r.out
+    assert re.search(r"\[Inferior 1 \(process \d+\) exited with code 03\]", out), r
+    assert "Running the default executable on the remote target failed" not in out, r
+    assert "Program received signal SIGSEGV" in out, r             # no argument this time
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited normally\]", out), r
+
+
+def test_thread_of_another_inferior_is_alive(procs):
+    """T (thread alive) finds a thread in any process, not only the selected one."""
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + BASIC, "break main", "run",
+        "add-inferior", "inferior 2", "file " + BASIC, "run", "thread 1.1", "thread 2.1",
+        "kill inferiors 1 2", "monitor exit"], prog=BASIC, extended=True, timeout=90)
+    out = r.out
+    assert "has terminated" not in out, r
+    assert re.search(r"\[Switching to thread 1\.1 ", out), r
+    assert re.search(r"\[Switching to thread 2\.1 ", out), r
