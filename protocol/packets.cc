@@ -563,6 +563,7 @@ constexpr Entry kTable[] = {
     {"S", false, [](string_view a) { return p_legacy('S', a); }},
     {"k", true, [](string_view) -> Request { return Kill{}; }},
     {"D", false, p_detach},
+    {"R", false, make<Restart>},  // GDB sends "R00"; the argument means nothing
     {"Z", false, [](string_view a) { return p_breakpoint(a, true); }},
     {"z", false, [](string_view a) { return p_breakpoint(a, false); }},
 };

@@ -67,6 +67,7 @@ struct Kill { std::optional<int> pid; };                          // k / vKill;p
 struct Detach { std::optional<int> pid; };                        // D / D;pid
 struct VRun { std::vector<std::string> argv; };                   // vRun;hex;hex..
 struct VAttach { int pid = 0; };                                  // vAttach;pid
+struct Restart {};                                                // R<hex> (extended-remote)
 
 // ---- breakpoints ----
 enum class BreakpointType { Software = 0, Hardware = 1, WriteWatch = 2, ReadWatch = 3, AccessWatch = 4 };
@@ -117,7 +118,7 @@ using Request = std::variant<
     SetCatchSyscalls, SetThreadEvents, Monitor, ReadRegisters, WriteRegisters, ReadRegister,
     WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
-    XferWrite,
+    Restart, XferWrite,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,
     HostInfo, ProcessInfo, MemoryRegionInfo, ThreadSuffixSupported, ListThreadsInStopReply,
     ThreadsInfo, EnableErrorStrings, WatchpointSupportInfo, ThreadStopInfo, RegisterInfo, Malformed,

@@ -190,6 +190,29 @@ Reply handle(Session& s, const VRun& r) {
   return reply_for_new_process(s, *launched);
 }
 
+// R (GDB's `run` when vRun is off): kill everything and start the last program again with
+// its last arguments. Nothing is answered, as by gdbserver: GDB never reads a reply to R.
+Reply handle(Session& s, const Restart&) {
+  if (!s.extended()) return empty();  // not understood outside extended-remote
+  kill_everything(s);
+  std::vector<std::string> argv = s.server().last_run();
+  if (argv.empty()) {
+    s.server().log().notice("Restart: no program was run before.");
+    return std::nullopt;
+  }
+  s.server().log().notice(fmt::format("Restarting {}", argv.front()));
+  auto launched = s.server().launch(std::move(argv));
+  if (!launched) {
+    s.server().log().notice(launched.error().message);
+    return std::nullopt;
+  }
+  if (auto* p = s.server().process_for(*launched); p && p->alive()) {
+    s.select_process(p->pid());
+    s.set_general_thread(p->last_stop().tid);
+  }
+  return std::nullopt;
+}
+
 Reply handle(Session& s, const VAttach& a) {
   if (s.process() && !s.dialect().multiprocess) return error_text("Already debugging a process.");
   if (s.server().process_for(a.pid)) return error_text("Already debugging that process.");

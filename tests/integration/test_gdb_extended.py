@@ -62,6 +62,26 @@ def _pids(out):
     return [int(p) for p in re.findall(r"^\*? +\d+ +process (\d+) ", out, re.M)]
 
 
+def test_run_with_run_packet_off_restarts_with_R(procs):
+    """`set remote run-packet off` + an empty exec-file: GDB restarts with R and reads no
+    reply; the last program is started again, under the same wrapper."""
+    srv = procs.server(["--multi", "--wrapper", "env", "BS_WRAPPED=yes", "--", "{COMM}"])
+    r = gdb_remote(srv, [
+        # gdbserver counts the shell's exec to skip the wrapper (as ext-wrapper.exp runs it).
+        "set startup-with-shell on",
+        "set remote exec-file " + BASIC, "break main", "run", "info inferiors",
+        "set remote run-packet off", "set remote exec-file", "run", "info inferiors",
+        "print (char *) getenv(\"BS_WRAPPED\")", "delete", "continue", "monitor exit"],
+        prog=BASIC, extended=True, timeout=90)
+    out = r.out
+    assert len(re.findall(r"Breakpoint 1, main \(\)", out)) == 2, r
+    pids = _pids(out)
+    assert len(pids) == 2 and pids[0] != pids[1], r
+    assert re.search(r'\$1 = 0x[0-9a-f]+ "yes"', out), r
+    assert "exited with code 07" in out, r
+    assert "E01" not in out and "Could not read registers" not in out, r
+
+
 def test_run_without_exec_file_reuses_the_last_program(procs):
     """vRun with an empty program name: the last program, with the new arguments."""
     srv = procs.server(["--multi", "{COMM}"])

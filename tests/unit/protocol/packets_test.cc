@@ -252,6 +252,11 @@ TEST_CASE("qXfer write", "[packets]") {
   CHECK(malformed("qXfer:siginfo:write:::ab"));
 }
 
+TEST_CASE("R (restart)", "[packets]") {
+  CHECK(std::holds_alternative<Restart>(parse_request("R00")));
+  CHECK(std::holds_alternative<Restart>(parse_request("R")));
+}
+
 TEST_CASE("vFile", "[packets]") {
   CHECK(as<FileSetFs>("vFile:setfs:0").pid == 0);
   auto o = as<FileOpen>("vFile:open:6a7573742070726f62696e67,0,1c0");
