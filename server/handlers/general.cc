@@ -1,6 +1,7 @@
 // Connection set-up, thread selection and listing, settings for the next `run`.
-#include <algorithm>
+#include <signal.h>
 
+#include <algorithm>
 #include <set>
 
 #include "protocol/qsupported.h"
@@ -23,6 +24,27 @@ std::set<int> host_signals(Session& session, const std::vector<int>& wire_signal
     return out;
   }
   return protocol::host_signals_listed(wire_signals);
+}
+
+// What '?' says about a stop the client was (or may have been) told about already: a fork,
+// vfork or exec is never replayed (GDB would follow it again, and a new client has not seen
+// it): the thread is only stopped, with SIGTRAP, as gdbserver reports those events to a
+// client that did not ask for them.
+backend::StopEvent as_plain_stop(backend::StopEvent event) {
+  using backend::StopKind;
+  switch (event.kind) {
+    case StopKind::Fork:
+    case StopKind::VFork:
+    case StopKind::VForkDone:
+    case StopKind::Exec:
+      event.kind = StopKind::Signal;
+      event.signo = SIGTRAP;
+      event.child_pid = 0;
+      event.exec_path.clear();
+      break;
+    default: break;
+  }
+  return event;
 }
 
 }  // namespace
@@ -52,16 +74,36 @@ Reply handle(Session& s, const EnableExtendedMode&) {
 }
 
 Reply handle(Session& s, const QueryHaltReason&) {
+  auto& server = s.server();
+  const auto& last = server.last_event();
+  bool last_gone = last && (last->kind == backend::StopKind::Exited || last->kind == backend::StopKind::Killed);
+  // The server-wide last event, in whichever process it happened (gdbserver's last_ptid): a
+  // fork child followed by the client is not the main process.
+  if (last && !last_gone) {
+    auto* p = server.process_for(last->pid);
+    if (p && p->alive() && p->has_thread(last->tid)) {
+      s.select_process(p->pid());
+      s.set_general_thread(last->tid);
+      return s.stop_reply_for(as_plain_stop(*last));
+    }
+  }
   auto* p = s.process();
-  const auto& last = s.server().last_event();
   if (!p) {
     if (last) return s.stop_reply_for(*last);  // the exit the client has not seen
     return std::string("W00");
   }
-  backend::StopEvent event = last ? *last : p->last_stop();
-  if (!p->has_thread(event.tid)) event = p->last_stop();
+  // No such event (an exit, or its thread is gone): the selected (or main) process, as it
+  // stopped (a thread that did not stop for itself reports signal 0, as with gdbserver).
+  backend::StopEvent event = p->last_stop();
+  if (!p->has_thread(event.tid)) {
+    auto threads = p->threads();
+    event = backend::StopEvent{};
+    event.pid = p->pid();
+    event.tid = threads.empty() ? p->pid() : threads.front();
+  }
+  s.select_process(p->pid());
   s.set_general_thread(event.tid);
-  return s.stop_reply_for(event);
+  return s.stop_reply_for(as_plain_stop(event));
 }
 
 Reply handle(Session& s, const SetThread& h) {

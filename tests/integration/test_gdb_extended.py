@@ -107,3 +107,21 @@ def test_thread_of_another_inferior_is_alive(procs):
     assert "has terminated" not in out, r
     assert re.search(r"\[Switching to thread 1\.1 ", out), r
     assert re.search(r"\[Switching to thread 2\.1 ", out), r
+
+
+def test_reconnect_after_following_a_fork_child(procs):
+    """'?' answers with the last event of any process (here the followed child at its
+    breakpoint), never with the parent's stale fork event."""
+    forker = inferior("forker")
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + forker, "break main", "run work",
+        "set detach-on-fork off", "set follow-fork child", "break in_child", "continue",
+        "disconnect", "target extended-remote 127.0.0.1:%d" % srv.port,
+        "info inferiors", "frame", "monitor exit"], prog=forker, extended=True, timeout=90)
+    out = r.out
+    assert "internal-error" not in out, r
+    assert re.search(r"hit Breakpoint 2(\.\d+)?, in_child \(\)", out), r
+    after = out.split("Ending remote debugging")[-1] if "Ending remote debugging" in out else out
+    assert len(_pids(after)) == 2, r
+    assert re.search(r"#0 +in_child \(\)", after), r
