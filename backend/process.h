@@ -85,7 +85,8 @@ struct MemoryRegion {
   uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
 };
 
-struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0; };
+// lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).
+struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0, lmid = 0; };
 
 class Process {
  public:

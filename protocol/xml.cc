@@ -39,7 +39,7 @@ std::string libraries_svr4_xml(const std::vector<LibraryEntry>& libraries, std::
   out += ">";
   for (const LibraryEntry& l : libraries) {
     out += "<library name=\"" + xml_escape(l.name) + "\" lm=\"0x" + hex_u64(l.lm) + "\" l_addr=\"0x" +
-           hex_u64(l.l_addr) + "\" l_ld=\"0x" + hex_u64(l.l_ld) + "\" lmid=\"0x0\"/>";
+           hex_u64(l.l_addr) + "\" l_ld=\"0x" + hex_u64(l.l_ld) + "\" lmid=\"0x" + hex_u64(l.lmid) + "\"/>";
   }
   out += "</library-list-svr4>";
   return out;

@@ -58,9 +58,13 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
   if (x.object == "libraries-svr4") {
     uint64_t main_lm = 0;
     auto libs = p->libraries(&main_lm);
+    // No DT_DEBUG: E01, so that GDB looks for the loader's r_debug itself (as with gdbserver).
+    if (!libs) {
+      error_out = error(1);
+      return std::nullopt;
+    }
     std::vector<LibraryEntry> entries;
-    if (libs)
-      for (const auto& l : *libs) entries.push_back(LibraryEntry{l.name, l.lm, l.l_addr, l.l_ld});
+    for (const auto& l : *libs) entries.push_back(LibraryEntry{l.name, l.lm, l.l_addr, l.l_ld, l.lmid});
     // LLDB 14/16 misread main-lm as the r_debug address and lose every library: omit it there.
     std::optional<uint64_t> lm;
     if (!s.dialect().lldb && main_lm) lm = main_lm;

@@ -132,6 +132,9 @@ TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(l == "<library-list-svr4 version=\"1.0\" main-lm=\"0x20\"><library name=\"/lib/libc.so.6\" lm=\"0x10\" "
              "l_addr=\"0x7f00\" l_ld=\"0x7f80\" lmid=\"0x0\"/></library-list-svr4>");
   CHECK(libraries_svr4_xml({}, std::nullopt).find("main-lm") == std::string::npos);
+  // lmid names the library's link-map namespace (its r_debug), as gdbserver's does.
+  CHECK(libraries_svr4_xml({{"/lib/libm.so.6", 1, 2, 3, 0x7ffff7ffe000}}, std::nullopt)
+            .find("lmid=\"0x7ffff7ffe000\"/>") != std::string::npos);
 }
 
 TEST_CASE("btrace XML", "[xml][btrace]") {
