@@ -79,6 +79,7 @@ constexpr Row kRows[] = {
     {"qXfer:auxv:read+", always},
     {"qXfer:siginfo:read+", always},
     {"qXfer:siginfo:write+", always},
+    {"qXfer:osdata:read+", always},
     {"qXfer:features:read+", always},
     {"QStartNoAckMode+", always},
     {"multiprocess+", [](const ServerFeatures&, const Dialect& d) { return d.multiprocess; }},

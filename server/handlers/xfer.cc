@@ -3,6 +3,7 @@
 // qXfer:<object>:write — only siginfo can be written (GDB's `set $_siginfo...`).
 #include <algorithm>
 
+#include "backend/osdata.h"
 #include "protocol/target_xml.h"
 #include "protocol/xml.h"
 #include "server/handlers/handlers.h"
@@ -33,6 +34,11 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
   auto* p = s.process();
   if (x.object == "btrace") return btrace_document(s, x.annex, error_out);
   if (x.object == "btrace-conf") return btrace_conf_document(s, error_out);
+  if (x.object == "osdata") {
+    // System-wide, no process needed. An unknown type is an empty document (gdbserver).
+    auto table = backend::read_osdata(x.annex);
+    return table ? osdata_xml(table->type, table->items) : std::string();
+  }
   if (!p) {
     error_out = error(1);
     return std::nullopt;

@@ -125,3 +125,20 @@ def test_reconnect_after_following_a_fork_child(procs):
     after = out.split("Ending remote debugging")[-1] if "Ending remote debugging" in out else out
     assert len(_pids(after)) == 2, r
     assert re.search(r"#0 +in_child \(\)", after), r
+
+
+def test_info_os(procs):
+    """qXfer:osdata: `info os` lists the types; `info os processes` shows the inferior."""
+    srv = procs.server(["--multi", "{COMM}"])
+    r = gdb_remote(srv, [
+        "set remote exec-file " + SIGINFO, "break main", "run io-ignored", "info inferiors",
+        "info os", "info os processes", "info os threads", "kill", "monitor exit"],
+        prog=SIGINFO, extended=True, timeout=90)
+    out = r.out
+    pid = _pids(out)[0]
+    assert re.search(r"^processes +Listing of all processes", out, re.M), r
+    assert re.search(r"^sockets +Listing of all internet-domain sockets", out, re.M), r
+    assert re.search(r"^pid +user +command +cores", out, re.M), r
+    assert re.search(r"^%d +\S+ +%s io-ignored " % (pid, re.escape(SIGINFO)), out, re.M), r
+    assert re.search(r"^pid +command +tid +core", out, re.M), r
+    assert re.search(r"^%d +siginfo +%d +\d+" % (pid, pid), out, re.M), r

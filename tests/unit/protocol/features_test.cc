@@ -67,6 +67,7 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK(has(r, "vfork-events+"));
   CHECK(has(r, "qXfer:siginfo:read+"));
   CHECK(has(r, "qXfer:siginfo:write+"));
+  CHECK(has(r, "qXfer:osdata:read+"));
   CHECK_FALSE(has(r, "no-resumed+"));
   CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
@@ -135,6 +136,19 @@ TEST_CASE("threads and libraries XML", "[xml]") {
   // lmid names the library's link-map namespace (its r_debug), as gdbserver's does.
   CHECK(libraries_svr4_xml({{"/lib/libm.so.6", 1, 2, 3, 0x7ffff7ffe000}}, std::nullopt)
             .find("lmid=\"0x7ffff7ffe000\"/>") != std::string::npos);
+}
+
+TEST_CASE("osdata XML", "[xml]") {
+  CHECK(osdata_xml("processes", {}) == "<osdata type=\"processes\">\n</osdata>\n");
+  CHECK(osdata_xml("I sockets", {{{"pid", "1"}, {"command", "/sbin/init "}}, {{"pid", "2"}, {"command", "[kthreadd]"}}}) ==
+        "<osdata type=\"I sockets\">\n"
+        "<item><column name=\"pid\">1</column><column name=\"command\">/sbin/init </column></item>"
+        "<item><column name=\"pid\">2</column><column name=\"command\">[kthreadd]</column></item>"
+        "</osdata>\n");
+  // Markup is escaped; control bytes (forbidden in XML) become '?'.
+  CHECK(osdata_xml("files", {{{"name", "a<b>&\"c'\x01\x1b\td"}}}) ==
+        "<osdata type=\"files\">\n<item><column name=\"name\">a&lt;b&gt;&amp;&quot;c&apos;??\td</column></item>"
+        "</osdata>\n");
 }
 
 TEST_CASE("btrace XML", "[xml][btrace]") {
