@@ -1333,6 +1333,15 @@ Result<std::vector<uint8_t>> LinuxProcess::siginfo(pid_t tid) {
   return out;
 }
 
+Result<void> LinuxProcess::set_siginfo(pid_t tid, std::span<const uint8_t> info) {
+  if (info.size() != sizeof(siginfo_t)) return Error{EINVAL, "A siginfo is 128 bytes."};
+  siginfo_t si;
+  std::memcpy(&si, info.data(), sizeof si);
+  if (::ptrace(PTRACE_SETSIGINFO, tid, nullptr, &si) != 0)
+    return errno_error(fmt::format("Cannot write the siginfo of thread {}", tid));
+  return {};
+}
+
 // ---------------------------------------------------------------- registers
 
 Result<RegisterFile> LinuxProcess::read_registers(pid_t tid, RegisterSet set) {

@@ -85,6 +85,7 @@ class LinuxProcess final : public Process {
   }
   void set_catch_syscalls(bool on, std::set<int> syscalls) override;
   Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
+  Result<void> set_siginfo(pid_t tid, std::span<const uint8_t> info) override;
 
   const RegisterLayout& register_layout() const override { return layout_; }
   Result<RegisterFile> read_registers(pid_t tid, RegisterSet set = RegisterSet::All) override;

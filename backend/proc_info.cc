@@ -177,34 +177,58 @@ Result<std::vector<LibraryInfo>> read_libraries(std::span<const uint8_t> auxv, c
   uint64_t dynamic = 0;
   for (const auto& h : headers)
     if (h.p_type == PT_DYNAMIC) dynamic = h.p_vaddr + bias;
-  if (dynamic == 0) return libs;  // static program: no loader, no libraries
+  // No DT_DEBUG in the main program (a static one, or ld.so started as the program): the
+  // client must find the loader's r_debug itself (gdbserver answers E01 for the same reason).
+  if (dynamic == 0) return Error{ENOENT, "The program has no dynamic section (DT_DEBUG)."};
 
+  bool have_debug = false;
   uint64_t r_debug = 0;
   for (uint64_t off = 0; off < 4096 * 16; off += sizeof(Elf64_Dyn)) {
     Elf64_Dyn d;
     if (read(dynamic + off, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&d), sizeof d)) != sizeof d) break;
     if (d.d_tag == DT_NULL) break;
-    if (d.d_tag == DT_DEBUG) r_debug = d.d_un.d_ptr;
+    if (d.d_tag == DT_DEBUG && !have_debug) {
+      have_debug = true;
+      r_debug = d.d_un.d_ptr;
+    }
   }
-  if (r_debug == 0) return libs;
+  if (!have_debug) return Error{ENOENT, "The program has no DT_DEBUG entry."};
 
-  // struct r_debug { int r_version; struct link_map* r_map; ... }
-  uint64_t lm = 0;
-  if (!read_u64(read, r_debug + offsetof(struct r_debug, r_map), lm)) return libs;
-  bool first = true;
-  for (int guard = 0; lm != 0 && guard < 100000; ++guard) {
-    // struct link_map { l_addr; l_name; l_ld; l_next; l_prev; }
-    uint64_t l_addr = 0, l_name = 0, l_ld = 0, l_next = 0;
-    if (!read_u64(read, lm + offsetof(struct link_map, l_addr), l_addr) ||
-        !read_u64(read, lm + offsetof(struct link_map, l_name), l_name) ||
-        !read_u64(read, lm + offsetof(struct link_map, l_ld), l_ld) ||
-        !read_u64(read, lm + offsetof(struct link_map, l_next), l_next))
+  // struct r_debug { int r_version; struct link_map* r_map; ElfW(Addr) r_brk; r_state;
+  // r_ldbase; } and, from r_version 2, struct r_debug_extended's r_next: one r_debug per
+  // link-map namespace (dlmopen). An r_debug still 0 (at the ld.so entry) is an empty list.
+  uint64_t main_r_debug = r_debug;
+  for (int namespaces = 0; r_debug != 0 && namespaces < 256; ++namespaces) {
+    int32_t r_version = 0;
+    if (read(r_debug, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&r_version), sizeof r_version)) !=
+            sizeof r_version ||
+        r_version < 1)
       break;
-    std::string name = l_name ? read_c_string(read, l_name) : std::string();
-    if (first && main_lm) *main_lm = lm;
-    if (!name.empty()) libs.push_back(LibraryInfo{name, lm, l_addr, l_ld});
-    first = false;
-    lm = l_next;
+    uint64_t lm = 0, prev = 0;
+    if (!read_u64(read, r_debug + offsetof(struct r_debug, r_map), lm)) break;
+    if (r_debug == main_r_debug) {
+      // The first entry of the base namespace is the program itself: it is main-lm, not a
+      // library (as gdbserver reports it, whatever name the loader gave it).
+      if (main_lm) *main_lm = lm;
+      prev = lm;
+      if (lm != 0 && !read_u64(read, lm + offsetof(struct link_map, l_next), lm)) break;
+    }
+    for (int guard = 0; lm != 0 && guard < 100000; ++guard) {
+      // struct link_map { l_addr; l_name; l_ld; l_next; l_prev; }
+      uint64_t l_addr = 0, l_name = 0, l_ld = 0, l_next = 0, l_prev = 0;
+      if (!read_u64(read, lm + offsetof(struct link_map, l_addr), l_addr) ||
+          !read_u64(read, lm + offsetof(struct link_map, l_name), l_name) ||
+          !read_u64(read, lm + offsetof(struct link_map, l_ld), l_ld) ||
+          !read_u64(read, lm + offsetof(struct link_map, l_next), l_next) ||
+          !read_u64(read, lm + offsetof(struct link_map, l_prev), l_prev))
+        break;
+      if (l_prev != prev) break;  // a list being changed (or corrupt): stop where it breaks
+      std::string name = l_name ? read_c_string(read, l_name) : std::string();
+      if (!name.empty()) libs.push_back(LibraryInfo{name, lm, l_addr, l_ld, r_debug});
+      prev = lm;
+      lm = l_next;
+    }
+    if (r_version < 2 || !read_u64(read, r_debug + offsetof(struct r_debug_extended, r_next), r_debug)) break;
   }
   return libs;
 }

@@ -27,8 +27,10 @@ char read_thread_state(pid_t pid, pid_t tid);        // field 3 of stat (R, S, t
 uint64_t auxv_value(std::span<const uint8_t> auxv, uint64_t type);
 
 using ReadMemoryFn = std::function<size_t(uint64_t addr, std::span<uint8_t> out)>;
-// Walks r_debug.r_map from DT_DEBUG of the main executable. An empty list (not an error) when
-// the loader has not filled r_debug yet (e.g. at the ld.so entry) or the program is static.
+// Walks r_debug.r_map from DT_DEBUG of the main executable (and the other link-map namespaces
+// when r_version >= 2). *main_lm is the program's own entry, which is not in the list. An
+// empty list when the loader has not filled r_debug yet (at the ld.so entry); an error when
+// the program has no DT_DEBUG at all (static, or ld.so started as the program).
 Result<std::vector<LibraryInfo>> read_libraries(std::span<const uint8_t> auxv, const ReadMemoryFn& read,
                                                 uint64_t* main_lm);
 

@@ -91,7 +91,8 @@ struct MemoryRegion {
   uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
 };
 
-struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0; };
+// lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).
+struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0, lmid = 0; };
 
 class Process {
  public:
@@ -137,6 +138,9 @@ class Process {
   virtual void set_program_signals(std::set<int> signals) = 0;  // allowed to reach the program
   virtual void set_catch_syscalls(bool on, std::set<int> syscalls) = 0;
   virtual Result<std::vector<uint8_t>> siginfo(pid_t tid) = 0;  // 128-byte siginfo_t
+  // Replaces the siginfo of the signal tid is stopped with (PTRACE_SETSIGINFO): delivering
+  // that signal on the next resume hands the program these bytes. `info` is 128 bytes.
+  virtual Result<void> set_siginfo(pid_t tid, std::span<const uint8_t> info) = 0;
 
   // ---- registers (in the layout of registers.h) ----
   virtual const RegisterLayout& register_layout() const = 0;

@@ -432,11 +432,26 @@ Request p_breakpoint(string_view args, bool insert) {
 }
 
 // qXfer:<object>:read:<annex>:<offset>,<length>
+// qXfer:<object>:write:<annex>:<offset>:<data>  (data is binary: it may hold ':' itself, so
+// the annex of a write cannot, as in gdbserver's decode_xfer)
 Request p_xfer(string_view args) {
   auto colon = args.find(':');
   if (colon == string_view::npos) return malformed("qXfer: missing object");
   string_view object = args.substr(0, colon);
   string_view rest = args.substr(colon + 1);
+  if (starts_with(rest, "write:")) {
+    rest.remove_prefix(6);
+    auto annex_end = rest.find(':');
+    if (annex_end == string_view::npos) return malformed("qXfer: missing offset");
+    string_view after_annex = rest.substr(annex_end + 1);
+    auto offset_end = after_annex.find(':');
+    if (offset_end == string_view::npos) return malformed("qXfer: missing data");
+    auto offset = parse_hex_u64(after_annex.substr(0, offset_end));
+    if (!offset) return malformed("qXfer: bad offset");
+    string_view data = after_annex.substr(offset_end + 1);
+    return XferWrite{std::string(object), std::string(rest.substr(0, annex_end)), *offset,
+                     std::vector<uint8_t>(data.begin(), data.end())};
+  }
   if (!starts_with(rest, "read:")) return Unknown{"qXfer:" + std::string(args)};
   rest.remove_prefix(5);
   auto last = rest.rfind(':');
@@ -617,6 +632,7 @@ constexpr Entry kTable[] = {
     {"S", false, [](string_view a) { return p_legacy('S', a); }},
     {"k", true, [](string_view) -> Request { return Kill{}; }},
     {"D", false, p_detach},
+    {"R", false, make<Restart>},  // GDB sends "R00"; the argument means nothing
     {"Z", false, [](string_view a) { return p_breakpoint(a, true); }},
     {"z", false, [](string_view a) { return p_breakpoint(a, false); }},
 };

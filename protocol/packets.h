@@ -69,6 +69,7 @@ struct Kill { std::optional<int> pid; };                          // k / vKill;p
 struct Detach { std::optional<int> pid; };                        // D / D;pid
 struct VRun { std::vector<std::string> argv; };                   // vRun;hex;hex..
 struct VAttach { int pid = 0; };                                  // vAttach;pid
+struct Restart {};                                                // R<hex> (extended-remote)
 
 // ---- breakpoints ----
 enum class BreakpointType { Software = 0, Hardware = 1, WriteWatch = 2, ReadWatch = 3, AccessWatch = 4 };
@@ -94,6 +95,8 @@ struct RemoveBreakpoint { BreakpointType type{}; uint64_t addr = 0; uint64_t kin
 
 // ---- qXfer ----
 struct XferRead { std::string object; std::string annex; uint64_t offset = 0; uint64_t length = 0; };
+// qXfer:<object>:write:<annex>:<offset>:<binary data>
+struct XferWrite { std::string object; std::string annex; uint64_t offset = 0; std::vector<uint8_t> data; };
 
 // ---- host I/O ----
 struct FileSetFs { int pid = 0; };
@@ -134,6 +137,7 @@ using Request = std::variant<
     SetCatchSyscalls, SetThreadEvents, Monitor, GetTlsAddress, ReadRegisters, WriteRegisters, ReadRegister,
     WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
+    Restart, XferWrite,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,
     HostInfo, ProcessInfo, MemoryRegionInfo, ThreadSuffixSupported, ListThreadsInStopReply,
     ThreadsInfo, EnableErrorStrings, WatchpointSupportInfo, ThreadStopInfo, RegisterInfo, Malformed,

@@ -78,6 +78,8 @@ constexpr Row kRows[] = {
     {"qXfer:libraries-svr4:read+", always},
     {"qXfer:auxv:read+", always},
     {"qXfer:siginfo:read+", always},
+    {"qXfer:siginfo:write+", always},
+    {"qXfer:osdata:read+", always},
     {"qXfer:features:read+", always},
     {"QStartNoAckMode+", always},
     {"multiprocess+", [](const ServerFeatures&, const Dialect& d) { return d.multiprocess; }},

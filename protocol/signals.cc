@@ -76,4 +76,12 @@ int gdb_to_host_signal(int gdb_signo) {
   return 0;
 }
 
+std::set<int> host_signals_listed(const std::vector<int>& gdb_signals) {
+  std::set<int> listed(gdb_signals.begin(), gdb_signals.end());
+  std::set<int> out;
+  for (int host = 1; host <= 64; ++host)
+    if (listed.count(host_to_gdb_signal(host))) out.insert(host);
+  return out;
+}
+
 }  // namespace protocol

@@ -39,9 +39,28 @@ std::string libraries_svr4_xml(const std::vector<LibraryEntry>& libraries, std::
   out += ">";
   for (const LibraryEntry& l : libraries) {
     out += "<library name=\"" + xml_escape(l.name) + "\" lm=\"0x" + hex_u64(l.lm) + "\" l_addr=\"0x" +
-           hex_u64(l.l_addr) + "\" l_ld=\"0x" + hex_u64(l.l_ld) + "\" lmid=\"0x0\"/>";
+           hex_u64(l.l_addr) + "\" l_ld=\"0x" + hex_u64(l.l_ld) + "\" lmid=\"0x" + hex_u64(l.lmid) + "\"/>";
   }
   out += "</library-list-svr4>";
+  return out;
+}
+
+std::string osdata_xml(std::string_view type, const std::vector<OsdataColumns>& items) {
+  // Text from /proc (command lines, file names) may hold control bytes, which XML forbids
+  // and which would make GDB reject the whole table: they become '?'.
+  auto text = [](std::string_view s) {
+    std::string out = xml_escape(s);
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') c = '?';
+    return out;
+  };
+  std::string out = "<osdata type=\"" + text(type) + "\">\n";
+  for (const auto& item : items) {
+    out += "<item>";
+    for (const auto& [name, value] : item) out += "<column name=\"" + text(name) + "\">" + text(value) + "</column>";
+    out += "</item>";
+  }
+  out += "</osdata>\n";
   return out;
 }
 

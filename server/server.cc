@@ -76,6 +76,7 @@ backend::TraceSource Server::btrace_source() const {
 
 backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   backend::LaunchOptions launch = launch_settings_;
+  last_run_ = argv;
   launch.argv = std::move(argv);
   if (!launch.argv.empty()) launch.argv.front() = backend::program_path(launch.argv.front());
   auto process = backend::Process::launch(launch);

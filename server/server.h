@@ -44,6 +44,9 @@ class Server {
   // a follower takes its place.
   void remove_process(pid_t pid);
   backend::Result<pid_t> launch(std::vector<std::string> argv);  // the new process's pid
+  // The program and arguments of the last launch, tried or done (command line, vRun): what a
+  // vRun without a program name and the R packet run again (gdbserver's program_path/args).
+  const std::vector<std::string>& last_run() const { return last_run_; }
   backend::Result<pid_t> attach(pid_t pid);
   // The new process is the main one, or a follower when a main process is alive.
   void add_process(std::unique_ptr<backend::Process> p);
@@ -112,6 +115,7 @@ class Server {
   std::optional<backend::LbrDevice> lbr_device_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;
+  std::vector<std::string> last_run_;
 };
 
 }  // namespace server

@@ -7,6 +7,14 @@
 
 namespace backend {
 
+uint64_t bts_buffer_bytes(uint64_t requested, uint64_t page_size) {
+  if (page_size == 0) page_size = 4096;
+  uint64_t pages = requested / page_size + (requested % page_size != 0);
+  uint64_t pow2 = 1;
+  while (pow2 < pages && pow2 < (uint64_t{1} << 30)) pow2 <<= 1;
+  return pow2 * page_size;
+}
+
 BranchRing::BranchRing(uint64_t size_bytes) : size_bytes_(size_bytes) {}
 
 size_t BranchRing::capacity() const {

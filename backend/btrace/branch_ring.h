@@ -14,6 +14,11 @@ struct Branch { uint64_t from = 0, to = 0; };
 struct TraceBlock { uint64_t begin = 0, end = 0; };  // inclusive instruction addresses
 enum class TraceRead { All, New, Delta };
 
+// The size a BTS buffer asked for as `requested` bytes really gets: whole pages, a power of
+// two of them (at least one), as perf maps it and as gdbserver then reports it in btrace-conf.
+// Every source uses it, so `info record` says the same whatever records.
+uint64_t bts_buffer_bytes(uint64_t requested, uint64_t page_size);
+
 class BranchRing {
  public:
   static constexpr size_t kBytesPerBranch = 24;

@@ -156,13 +156,10 @@ Result<std::unique_ptr<PerfBtsSource>> PerfBtsSource::open(pid_t tid, uint64_t s
   if (fd < 0) return perf_bts_open_error(errno);
 
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  uint64_t pages = (size_bytes + page - 1) / page;
-  if (pages == 0) pages = 1;
-  uint64_t pow2 = 1;
-  while (pow2 < pages && pow2 < (uint64_t{1} << 30)) pow2 <<= 1;  // round up to a power of two
   void* map = MAP_FAILED;
   int map_err = 0;
-  for (pages = pow2; pages > 0; pages >>= 1) {
+  uint64_t pages = bts_buffer_bytes(size_bytes, page) / page;
+  for (; pages > 0; pages >>= 1) {
     map = mmap(nullptr, (pages + 1) * page, PROT_READ, MAP_SHARED, fd, 0);
     if (map != MAP_FAILED) break;
     map_err = errno;

@@ -1,8 +1,17 @@
 #include "backend/btrace/trace_manager.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 
 namespace backend {
+
+namespace {
+uint64_t page_size() {
+  long page = ::sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<uint64_t>(page) : 4096;
+}
+}  // namespace
 
 TraceManager::TraceManager(TraceSource preferred, PcReader current_pc)
     : preferred_(preferred), current_pc_(std::move(current_pc)) {}
@@ -39,7 +48,7 @@ Result<void> TraceManager::enable(pid_t tid) {
     } else {
       trace.kind = Kind::Software;
     }
-    trace.ring = std::make_unique<BranchRing>(buffer_size_);
+    trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
     if (trace.kind == Kind::Software && current_pc_) trace.ring->set_origin(current_pc_(tid));
   }
   last_kind_ = trace.kind;

@@ -179,10 +179,13 @@ Reply handle(Session& s, const VRun& r) {
   if (!s.server().options().multi && !s.extended()) return error_text("vRun needs extended-remote (branchstub --multi).");
   std::vector<std::string> argv = r.argv;
   if (argv.empty() || argv.front().empty()) {
-    const auto& program = s.server().options().program;
-    if (program.empty()) return error_text("No program given to run.");
-    if (argv.empty()) argv = program;
-    else argv.front() = program.front();
+    // No program named: the program of the last run (vRun or command line), with the new
+    // arguments, as gdbserver does. GDB sends that for a second inferior's `run` and for a
+    // `run` without `set remote exec-file`.
+    const auto& last = s.server().last_run();
+    if (last.empty()) return error_text("No program given to run.");
+    if (argv.empty()) argv.push_back(last.front());
+    else argv.front() = last.front();
   }
   // A client that can name processes (multiprocess) runs a second inferior beside the first
   // and kills what it wants with vKill; for any other, the new run replaces the old one.
@@ -191,6 +194,29 @@ Reply handle(Session& s, const VRun& r) {
   auto launched = s.server().launch(argv);
   if (!launched) return error_text(launched.error().message);
   return reply_for_new_process(s, *launched);
+}
+
+// R (GDB's `run` when vRun is off): kill everything and start the last program again with
+// its last arguments. Nothing is answered, as by gdbserver: GDB never reads a reply to R.
+Reply handle(Session& s, const Restart&) {
+  if (!s.extended()) return empty();  // not understood outside extended-remote
+  kill_everything(s);
+  std::vector<std::string> argv = s.server().last_run();
+  if (argv.empty()) {
+    s.server().log().notice("Restart: no program was run before.");
+    return std::nullopt;
+  }
+  s.server().log().notice(fmt::format("Restarting {}", argv.front()));
+  auto launched = s.server().launch(std::move(argv));
+  if (!launched) {
+    s.server().log().notice(launched.error().message);
+    return std::nullopt;
+  }
+  if (auto* p = s.server().process_for(*launched); p && p->alive()) {
+    s.select_process(p->pid());
+    s.set_general_thread(p->last_stop().tid);
+  }
+  return std::nullopt;
 }
 
 Reply handle(Session& s, const VAttach& a) {

@@ -1,6 +1,7 @@
 // Connection set-up, thread selection and listing, settings for the next `run`.
-#include <algorithm>
+#include <signal.h>
 
+#include <algorithm>
 #include <set>
 
 #include "protocol/qsupported.h"
@@ -13,11 +14,37 @@ namespace server {
 
 namespace {
 
-std::set<int> host_signals(const Session& session, const std::vector<int>& wire_signals) {
-  std::set<int> out;
-  for (int s : wire_signals)
-    if (int host = session.host_signal(s); host > 0) out.insert(host);
-  return out;
+// The Linux signals a QPassSignals/QProgramSignals list names. GDB lists its own numbers;
+// LLDB lists Linux ones (see Session::host_signal).
+std::set<int> host_signals(Session& session, const std::vector<int>& wire_signals) {
+  if (session.dialect().lldb) {
+    std::set<int> out;
+    for (int s : wire_signals)
+      if (int host = session.host_signal(s); host > 0) out.insert(host);
+    return out;
+  }
+  return protocol::host_signals_listed(wire_signals);
+}
+
+// What '?' says about a stop the client was (or may have been) told about already: a fork,
+// vfork or exec is never replayed (GDB would follow it again, and a new client has not seen
+// it): the thread is only stopped, with SIGTRAP, as gdbserver reports those events to a
+// client that did not ask for them.
+backend::StopEvent as_plain_stop(backend::StopEvent event) {
+  using backend::StopKind;
+  switch (event.kind) {
+    case StopKind::Fork:
+    case StopKind::VFork:
+    case StopKind::VForkDone:
+    case StopKind::Exec:
+      event.kind = StopKind::Signal;
+      event.signo = SIGTRAP;
+      event.child_pid = 0;
+      event.exec_path.clear();
+      break;
+    default: break;
+  }
+  return event;
 }
 
 }  // namespace
@@ -49,16 +76,36 @@ Reply handle(Session& s, const EnableExtendedMode&) {
 }
 
 Reply handle(Session& s, const QueryHaltReason&) {
+  auto& server = s.server();
+  const auto& last = server.last_event();
+  bool last_gone = last && (last->kind == backend::StopKind::Exited || last->kind == backend::StopKind::Killed);
+  // The server-wide last event, in whichever process it happened (gdbserver's last_ptid): a
+  // fork child followed by the client is not the main process.
+  if (last && !last_gone) {
+    auto* p = server.process_for(last->pid);
+    if (p && p->alive() && p->has_thread(last->tid)) {
+      s.select_process(p->pid());
+      s.set_general_thread(last->tid);
+      return s.stop_reply_for(as_plain_stop(*last));
+    }
+  }
   auto* p = s.process();
-  const auto& last = s.server().last_event();
   if (!p) {
     if (last) return s.stop_reply_for(*last);  // the exit the client has not seen
     return std::string("W00");
   }
-  backend::StopEvent event = last ? *last : p->last_stop();
-  if (!p->has_thread(event.tid)) event = p->last_stop();
+  // No such event (an exit, or its thread is gone): the selected (or main) process, as it
+  // stopped (a thread that did not stop for itself reports signal 0, as with gdbserver).
+  backend::StopEvent event = p->last_stop();
+  if (!p->has_thread(event.tid)) {
+    auto threads = p->threads();
+    event = backend::StopEvent{};
+    event.pid = p->pid();
+    event.tid = threads.empty() ? p->pid() : threads.front();
+  }
+  s.select_process(p->pid());
   s.set_general_thread(event.tid);
-  return s.stop_reply_for(event);
+  return s.stop_reply_for(as_plain_stop(event));
 }
 
 Reply handle(Session& s, const SetThread& h) {
@@ -95,8 +142,13 @@ Reply handle(Session& s, const QueryCurrentThread&) {
 }
 
 Reply handle(Session& s, const ThreadAlive& t) {
-  auto* p = s.process();
-  return p && t.thread.tid > 0 && p->has_thread(t.thread.tid) ? ok() : error(1);
+  // Any process's thread: GDB asks about inferior 1's thread while inferior 2 is selected.
+  if (t.thread.tid <= 0) return error(1);
+  for (auto* p : s.server().processes()) {
+    if (t.thread.pid && *t.thread.pid > 0 && *t.thread.pid != p->pid()) continue;
+    if (p->alive() && p->has_thread(t.thread.tid)) return ok();
+  }
+  return error(1);
 }
 
 Reply handle(Session& s, const ThreadInfoFirst&) {

@@ -59,6 +59,7 @@ Reply handle(Session&, const Kill&);
 Reply handle(Session&, const Detach&);
 Reply handle(Session&, const VRun&);
 Reply handle(Session&, const VAttach&);
+Reply handle(Session&, const Restart&);
 
 // breakpoints.cc
 Reply handle(Session&, const InsertBreakpoint&);
@@ -66,6 +67,7 @@ Reply handle(Session&, const RemoveBreakpoint&);
 
 // xfer.cc
 Reply handle(Session&, const XferRead&);
+Reply handle(Session&, const XferWrite&);
 
 // hostio_handlers.cc
 Reply handle(Session&, const FileSetFs&);

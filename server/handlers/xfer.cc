@@ -1,5 +1,9 @@
 // qXfer:<object>:read — each document is built when offset 0 is asked for, and later chunks
 // are served from that snapshot (GDB reads 0x1000 bytes at a time).
+// qXfer:<object>:write — only siginfo can be written (GDB's `set $_siginfo...`).
+#include <algorithm>
+
+#include "backend/osdata.h"
 #include "protocol/target_xml.h"
 #include "protocol/xml.h"
 #include "server/handlers/handlers.h"
@@ -30,6 +34,11 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
   auto* p = s.process();
   if (x.object == "btrace") return btrace_document(s, x.annex, error_out);
   if (x.object == "btrace-conf") return btrace_conf_document(s, error_out);
+  if (x.object == "osdata") {
+    // System-wide, no process needed. An unknown type is an empty document (gdbserver).
+    auto table = backend::read_osdata(x.annex);
+    return table ? osdata_xml(table->type, table->items) : std::string();
+  }
   if (!p) {
     error_out = error(1);
     return std::nullopt;
@@ -55,9 +64,13 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
   if (x.object == "libraries-svr4") {
     uint64_t main_lm = 0;
     auto libs = p->libraries(&main_lm);
+    // No DT_DEBUG: E01, so that GDB looks for the loader's r_debug itself (as with gdbserver).
+    if (!libs) {
+      error_out = error(1);
+      return std::nullopt;
+    }
     std::vector<LibraryEntry> entries;
-    if (libs)
-      for (const auto& l : *libs) entries.push_back(LibraryEntry{l.name, l.lm, l.l_addr, l.l_ld});
+    for (const auto& l : *libs) entries.push_back(LibraryEntry{l.name, l.lm, l.l_addr, l.l_ld, l.lmid});
     // LLDB 14/16 misread main-lm as the r_debug address and lose every library: omit it there.
     std::optional<uint64_t> lm;
     if (!s.dialect().lldb && main_lm) lm = main_lm;
@@ -77,7 +90,9 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
 Reply handle(Session& s, const XferRead& x) {
   std::string key = x.object + ":" + x.annex;
   std::string& snapshot = s.xfer_snapshot(key);
-  if (x.offset == 0) {
+  // GDB reads one field of $_siginfo at its own offset, with no read at 0 before it: the
+  // siginfo (small, changed by every stop and every write) is read afresh each time.
+  if (x.offset == 0 || x.object == "siginfo") {
     std::string error_out;
     auto document = build_document(s, x, error_out);
     if (!document) {
@@ -87,6 +102,21 @@ Reply handle(Session& s, const XferRead& x) {
     snapshot = std::move(*document);
   }
   return xfer_chunk(snapshot, x.offset, x.length);
+}
+
+Reply handle(Session& s, const XferWrite& x) {
+  if (x.object != "siginfo") return empty();  // gdbserver: no other object is writable
+  auto* p = s.process();
+  pid_t tid = s.general_thread();
+  if (!p || tid <= 0) return error(1);
+  auto info = p->siginfo(tid);
+  if (!info) return error_reply(s, info.error());
+  if (x.offset >= info->size()) return error(1);
+  // What does not fit in the siginfo is dropped; the reply says how much was taken.
+  size_t n = std::min<size_t>(x.data.size(), info->size() - x.offset);
+  std::copy_n(x.data.begin(), n, info->begin() + static_cast<long>(x.offset));
+  if (auto r = p->set_siginfo(tid, *info); !r) return error_reply(s, r.error());
+  return fmt::format("{:x}", n);
 }
 
 }  // namespace server

@@ -67,6 +67,11 @@ struct Formatter {
     doc += btrace_xml({{x.offset, x.length}}) + btrace_conf_xml(x.offset, x.length);
     sink = xfer_chunk(doc, x.offset, x.length);
   }
+  void operator()(const XferWrite& w) {
+    std::string data(w.data.begin(), w.data.end());
+    sink = osdata_xml(w.annex, {{{w.object, data}, {data, w.annex}}});
+  }
+  void operator()(const SetPassSignals& q) { sink = std::to_string(host_signals_listed(q.gdb_signals).size()); }
   void operator()(const VCont& v) {
     for (const auto& a : v.actions) {
       int host = gdb_to_host_signal(a.gdb_signal);

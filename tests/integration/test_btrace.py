@@ -245,3 +245,17 @@ def test_lldb_monitor_btrace_calls(procs):
     for name in ("region", "add1", "dbl", "classify", "getpid"):
         assert name in everything, (name, r)
     assert re.search(r"^ +\d+\t {4}add1$", everything, re.M), r     # called from region, from main
+
+
+def test_buffer_size_reported_is_the_one_used(procs):
+    """btrace-conf reports the size actually used: whole pages, a power of two of them, as a
+    BTS buffer is mapped (gdb.btrace/buffer-size.exp: "Buffer size: 4kB.")."""
+    srv = procs.server(["--once", "{COMM}", BRANCHES])
+    page = os.sysconf("SC_PAGESIZE")
+    r = gdb_remote(srv, ["break trace_begin", "continue",
+                         "set record btrace bts buffer-size 1", "record btrace bts", "info record",
+                         "record stop",
+                         "set record btrace bts buffer-size %d" % (3 * page + 1), "record btrace bts",
+                         "info record", "kill"], prog=BRANCHES)
+    sizes = re.findall(r"^Buffer size: (\d+)kB\.$", r.out, re.M)
+    assert sizes == [str(page // 1024), str(4 * page // 1024)], r

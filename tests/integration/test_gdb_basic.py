@@ -155,3 +155,16 @@ def test_detach_program_runs_on(procs, heartbeat):
     first = wait_heartbeat(heartbeat)
     wait_heartbeat(heartbeat, after=first)     # keeps running after the detach
     # (gdbserver then waits for the detached program to exit; the teardown ends both.)
+
+
+def test_libraries_when_the_loader_is_the_program(procs):
+    """ld.so started as the program: the main program has no DT_DEBUG, so the libraries-svr4
+    read fails (E01, as with gdbserver) and GDB finds the loader's r_debug itself, and with it
+    libc. An empty list instead would hide every library."""
+    signals = inferior("signals")
+    loader = "/lib64/ld-linux-x86-64.so.2"
+    srv = procs.server(["--once", "{COMM}", loader, signals])
+    r = gdb_remote(srv, ["continue", "info sharedlibrary", "kill"], prog=signals)
+    out = r.out
+    assert "Program received signal SIGUSR1" in out, r
+    assert re.search(r"^0x[0-9a-f]+ +0x[0-9a-f]+ +Yes .*/libc\.so\.6$", out, re.M), r

@@ -18,6 +18,18 @@ TEST_CASE("blocks: built newest first, partial block only when asked", "[btrace]
   CHECK(build_blocks({}, 0x210, false).empty());
 }
 
+TEST_CASE("BTS buffer sizes: whole pages, a power of two of them", "[btrace]") {
+  CHECK(bts_buffer_bytes(1, 4096) == 4096);  // gdb.btrace/buffer-size.exp: "Buffer size: 4kB."
+  CHECK(bts_buffer_bytes(0, 4096) == 4096);
+  CHECK(bts_buffer_bytes(4096, 4096) == 4096);
+  CHECK(bts_buffer_bytes(4097, 4096) == 8192);
+  CHECK(bts_buffer_bytes(3 * 4096, 4096) == 4 * 4096);
+  CHECK(bts_buffer_bytes(5 * 4096 + 1, 4096) == 8 * 4096);
+  CHECK(bts_buffer_bytes(0x10000, 4096) == 0x10000);  // GDB's default stays as it is
+  CHECK(bts_buffer_bytes(100, 0x10000) == 0x10000);   // 64 KiB pages
+  CHECK(bts_buffer_bytes(UINT64_MAX / 2, 4096) == (uint64_t{1} << 30) * 4096);  // capped
+}
+
 TEST_CASE("branch ring: capacity and size", "[btrace]") {
   CHECK(BranchRing(0).capacity() == 1);
   CHECK(BranchRing(23).capacity() == 1);

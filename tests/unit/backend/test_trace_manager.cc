@@ -47,6 +47,18 @@ TEST_CASE("buffer size is taken at enable time and reported back") {
   CHECK(tm.buffer_size(7) == 0x100000);  // an enabled thread keeps its ring
 }
 
+TEST_CASE("the size reported is the one used: whole pages, a power of two (as BTS maps it)") {
+  uint64_t pc = 0;
+  auto tm = software(&pc);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  tm.set_buffer_size(1);
+  REQUIRE(tm.enable(7).ok());
+  CHECK(tm.buffer_size(7) == page);
+  tm.set_buffer_size(3 * page + 5);
+  REQUIRE(tm.enable(8).ok());
+  CHECK(tm.buffer_size(8) == 4 * page);
+}
+
 TEST_CASE("a thread's exit frees its trace") {
   uint64_t pc = 0;
   auto tm = software(&pc);

@@ -68,6 +68,9 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK(has(r, "vfork-events+"));
   CHECK(has(r, "no-resumed+"));
   CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "no-resumed+"));
+  CHECK(has(r, "qXfer:siginfo:read+"));
+  CHECK(has(r, "qXfer:siginfo:write+"));
+  CHECK(has(r, "qXfer:osdata:read+"));
   CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
   CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "exec-events+"));
@@ -110,6 +113,18 @@ TEST_CASE("signal mapping", "[signals]") {
   }
 }
 
+TEST_CASE("pass/program signal lists are GDB numbers", "[signals]") {
+  // GDB_SIGNAL_POLL (33) names no Linux signal: SIGIO (29) is GDB_SIGNAL_IO (23).
+  CHECK(host_signals_listed({33}).empty());
+  CHECK(host_signals_listed({23}) == std::set<int>{29});
+  CHECK(host_signals_listed({33, 23, 14}) == std::set<int>{14, 29});
+  CHECK(host_signals_listed({30, 31, 20}) == std::set<int>{10, 12, 17});  // USR1 USR2 CHLD
+  CHECK(host_signals_listed({77, 45, 75, 78}) == std::set<int>{32, 33, 63, 64});
+  CHECK(host_signals_listed({12}) == std::set<int>{31});  // SYS
+  CHECK(host_signals_listed({0, 7, 200, -1}).empty());    // none, EMT, nonsense
+  CHECK(host_signals_listed({}).empty());
+}
+
 TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(threads_xml({{0x1182, 0x1182, 0, "prog"}}, true) ==
         "<threads>\n<thread id=\"p1182.1182\" core=\"0\" name=\"prog\"/>\n</threads>\n");
@@ -120,6 +135,22 @@ TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(l == "<library-list-svr4 version=\"1.0\" main-lm=\"0x20\"><library name=\"/lib/libc.so.6\" lm=\"0x10\" "
              "l_addr=\"0x7f00\" l_ld=\"0x7f80\" lmid=\"0x0\"/></library-list-svr4>");
   CHECK(libraries_svr4_xml({}, std::nullopt).find("main-lm") == std::string::npos);
+  // lmid names the library's link-map namespace (its r_debug), as gdbserver's does.
+  CHECK(libraries_svr4_xml({{"/lib/libm.so.6", 1, 2, 3, 0x7ffff7ffe000}}, std::nullopt)
+            .find("lmid=\"0x7ffff7ffe000\"/>") != std::string::npos);
+}
+
+TEST_CASE("osdata XML", "[xml]") {
+  CHECK(osdata_xml("processes", {}) == "<osdata type=\"processes\">\n</osdata>\n");
+  CHECK(osdata_xml("I sockets", {{{"pid", "1"}, {"command", "/sbin/init "}}, {{"pid", "2"}, {"command", "[kthreadd]"}}}) ==
+        "<osdata type=\"I sockets\">\n"
+        "<item><column name=\"pid\">1</column><column name=\"command\">/sbin/init </column></item>"
+        "<item><column name=\"pid\">2</column><column name=\"command\">[kthreadd]</column></item>"
+        "</osdata>\n");
+  // Markup is escaped; control bytes (forbidden in XML) become '?'.
+  CHECK(osdata_xml("files", {{{"name", "a<b>&\"c'\x01\x1b\td"}}}) ==
+        "<osdata type=\"files\">\n<item><column name=\"name\">a&lt;b&gt;&amp;&quot;c&apos;??\td</column></item>"
+        "</osdata>\n");
 }
 
 TEST_CASE("btrace XML", "[xml][btrace]") {
