@@ -21,12 +21,11 @@
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_bts.h"
 #include "backend/debug_registers.h"
+#include "backend/ptrace_requests.h"
 
 namespace backend {
 
 namespace {
-
-constexpr long kPtraceSingleBlock = 33;  // x86 PTRACE_SINGLEBLOCK
 
 std::string errno_name(int err) {
   const char* n = strerrorname_np(err);
@@ -141,7 +140,7 @@ BtfResult probe_btf() {
   ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
   if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base + kA)
     return finish("the probe child did not reach its int3");
-  if (ptrace(static_cast<__ptrace_request>(kPtraceSingleBlock), child, nullptr, nullptr) != 0)
+  if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child, nullptr, nullptr) != 0)
     return finish("PTRACE_SINGLEBLOCK failed: " + errno_name(errno));
   if (!stop_rip(&rip)) return finish("no stop after PTRACE_SINGLEBLOCK");
   if (rip == base + kA + 1)
@@ -152,7 +151,7 @@ BtfResult probe_btf() {
   // Count the stops over the loop to catch a partly working BTF.
   int stops = 1;
   while (rip != base + kEnd && stops < 20000) {
-    if (ptrace(static_cast<__ptrace_request>(kPtraceSingleBlock), child, nullptr, nullptr) != 0 ||
+    if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child, nullptr, nullptr) != 0 ||
         !stop_rip(&rip))
       return finish(fmt::format("the probe child was lost after {} block steps", stops));
     ++stops;

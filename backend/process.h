@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/btrace/tracer.h"
@@ -44,7 +46,6 @@ enum class StopKind {
   Killed,        // process killed by signal: signo
   Fork, VFork, VForkDone, Exec,
   SyscallEntry, SyscallReturn,
-  ThreadExited,  // only when thread events requested
   NoResumed,     // every thread the client resumed is gone (exited) and nothing else happened
 };
 
@@ -93,6 +94,22 @@ struct MemoryRegion {
 
 // lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).
 struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0, lmid = 0; };
+
+struct ProcessSettings {
+  // The branch source (--btrace-source); auto picks the best that works per thread.
+  TraceSource trace_source = TraceSource::Auto;
+  // Hardware breakpoints and watchpoints in software, for machines whose debug registers do
+  // not trap: Z1 becomes an int3 reported as a hardware breakpoint, Z2/Z3/Z4 are checked on
+  // every instruction of the threads that run while one is set. Same four slots as hardware.
+  bool watch_emulation = false;
+  // stepbranch with PTRACE_SINGLEBLOCK: only where the server's probe saw BTF work.
+  bool singleblock = false;
+  // A thread resumed internally (a step, a traced block) usually stops again within
+  // microseconds: poll for its status this long before going back to the event loop.
+  std::chrono::microseconds busy_poll{200};
+  // --debug: every wait status and mode change is told here (empty: nowhere).
+  std::function<void(std::string_view)> log;
+};
 
 class Process {
  public:
@@ -158,12 +175,6 @@ class Process {
   virtual Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual int hardware_slots() const = 0;  // 4 on x86
-  // Hardware breakpoints and watchpoints in software, for machines whose debug registers do
-  // not trap: Z1 becomes an int3 reported as a hardware breakpoint, Z2/Z3/Z4 are checked on
-  // every instruction of the threads that run while one is set. Same four slots as hardware.
-  // Set before any breakpoint is inserted.
-  virtual void set_watch_emulation(bool on) = 0;
-  virtual bool watch_emulation() const = 0;
 
   // ---- information ----
   virtual Result<std::vector<uint8_t>> auxv() = 0;
@@ -173,23 +184,22 @@ class Process {
 
   // ---- fork children ----
   // Whether fork / vfork children are reported (Fork / VFork stops with child_pid, then
-  // VForkDone) and held stopped for the client to decide; otherwise they are let go at once,
-  // cleaned of our breakpoints.
+  // VForkDone); otherwise they are let go at once, cleaned of our breakpoints. A reported
+  // child is a process of its own, stopped and clean of our breakpoints, with its parent's
+  // settings; take_fork_children() hands each over once (the server keeps every process in
+  // one map and decides what becomes of it).
   virtual void set_fork_reporting(bool fork, bool vfork) = 0;
-  // Children reported and still held (stopped, traced, our breakpoints already out of them).
-  virtual std::vector<pid_t> held_children() const = 0;
-  virtual Result<void> detach_child(pid_t child) = 0;
-  // Following a held child: it becomes a process of its own, stopped (the caller detaches
-  // or kills this one).
-  virtual Result<std::unique_ptr<Process>> adopt_child(pid_t child) = 0;
+  virtual std::vector<std::unique_ptr<Process>> take_fork_children() = 0;
   // Stops every running thread without reporting anything: what happens meanwhile stays
   // pending for the next resume (all-stop across processes: another one stopped).
   virtual void pause() = 0;
 
   // ---- branch tracing ----
   virtual BranchTracer& tracer() = 0;
-  // The branch source the server chose (--btrace-source); call before any thread is traced.
-  virtual void set_trace_source(TraceSource) {}
+
+  // ---- how the server wants it run (set once, before anything else) ----
+  virtual void configure(const ProcessSettings& settings) = 0;
+  virtual const ProcessSettings& settings() const = 0;
 };
 
 }  // namespace backend

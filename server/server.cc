@@ -31,7 +31,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer
 
 Server::~Server() {
   session_.reset();
-  if (process_ && process_->alive()) shut_down_inferior();
+  if (!processes_.empty()) shut_down_inferior();
   if (sigchld_fd_ >= 0 && !sigchld_stream_) ::close(sigchld_fd_);
 }
 
@@ -95,78 +95,61 @@ backend::Result<pid_t> Server::attach(pid_t pid) {
   return pid;
 }
 
+backend::ProcessSettings Server::process_settings() {
+  backend::ProcessSettings settings;
+  settings.trace_source = btrace_source();
+  settings.watch_emulation = watch_emulation();
+  // PTRACE_SINGLEBLOCK only where the probe (run once per server) saw BTF work.
+  settings.singleblock = probe().btf_works;
+  settings.busy_poll = busy_poll();
+  if (log_.debug) settings.log = [this](std::string_view line) { log_.event("{}", line); };
+  return settings;
+}
+
+std::chrono::microseconds Server::busy_poll() const {
+  // Polling on one CPU would only take it from the inferior and GDB.
+  cpu_set_t cpus;
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(options_.busy_poll_us);
+}
+
 void Server::add_process(std::unique_ptr<backend::Process> p) {
-  p->set_trace_source(btrace_source());
-  p->set_watch_emulation(watch_emulation());
+  p->configure(process_settings());
   last_event_ = p->last_stop();
-  // A second inferior of an extended-remote session goes beside the first one.
-  if (process_ && process_->alive()) followers_[p->pid()] = std::move(p);
-  else process_ = std::move(p);
-}
-
-std::vector<backend::Process*> Server::processes() {
-  std::vector<backend::Process*> out;
-  if (process_) out.push_back(process_.get());
-  for (auto& [pid, p] : followers_) out.push_back(p.get());
-  return out;
-}
-
-backend::Process* Server::process_for(pid_t pid) {
-  if (process_ && process_->pid() == pid) return process_.get();
-  auto it = followers_.find(pid);
-  return it == followers_.end() ? nullptr : it->second.get();
-}
-
-backend::Result<backend::Process*> Server::adopt_fork_child(pid_t child) {
-  for (auto* p : processes()) {
-    auto held = p->held_children();
-    if (std::find(held.begin(), held.end(), child) == held.end()) continue;
-    auto adopted = p->adopt_child(child);
-    if (!adopted) return adopted.error();
-    auto* raw = adopted->get();
-    followers_[child] = std::move(*adopted);
-    return raw;
-  }
-  return backend::Error{ESRCH, fmt::format("No fork child {} is held.", child)};
+  processes_.add(std::move(p));
 }
 
 void Server::remove_process(pid_t pid) {
-  if (followers_.erase(pid)) return;
-  if (!process_ || process_->pid() != pid) return;
-  if (followers_.empty()) {
-    forget_process();
+  (void)processes_.remove(pid);
+  if (auto* p = process()) {
+    last_event_ = p->last_stop();
     return;
   }
-  process_ = std::move(followers_.begin()->second);
-  followers_.erase(followers_.begin());
-  last_event_ = process_->last_stop();
-}
-
-void Server::forget_process() {
-  process_.reset();
   last_event_.reset();
   poll_timer_.cancel();
   polling_ = false;
 }
 
+void Server::forget_dead_processes() {
+  for (auto* p : processes_.all())
+    if (!p->alive() && !p->exit_unreported()) remove_process(p->pid());
+}
+
 void Server::shut_down_inferior() {
-  for (auto& [pid, p] : followers_) {
+  for (auto* p : processes_.all()) {
     if (!p->alive()) continue;
-    if (p->was_attached()) (void)p->detach();
-    else (void)p->kill();
-  }
-  followers_.clear();
-  if (!process_) return;
-  if (process_->alive()) {
-    if (process_->was_attached()) {
-      log_.notice(fmt::format("Detaching from process {}", process_->pid()));
-      (void)process_->detach();
+    if (p->was_attached()) {
+      log_.notice(fmt::format("Detaching from process {}", p->pid()));
+      (void)p->detach();
     } else {
-      log_.event("killing process {}", process_->pid());
-      (void)process_->kill();
+      log_.event("killing process {}", p->pid());
+      (void)p->kill();
     }
   }
-  forget_process();
+  processes_.clear();
+  last_event_.reset();
+  poll_timer_.cancel();
+  polling_ = false;
 }
 
 int Server::run() {
@@ -221,8 +204,8 @@ int Server::run() {
       log_.notice("Exiting");
       return 1;
     }
-    if (!process_->alive()) {
-      auto stop = process_->last_stop();
+    if (!process()->alive()) {
+      auto stop = process()->last_stop();
       log_.notice(fmt::format("During startup program exited with code {}.", stop.exit_status));
       log_.notice("Exiting");
       return 1;
@@ -246,10 +229,7 @@ void Server::run_loop() {
   // microseconds; a server that is still polling when the next packet or stop arrives skips
   // its own wake-ups. Never on a single CPU, where the spin would only delay GDB and the
   // inferior.
-  auto spin = std::chrono::microseconds(options_.busy_poll_us);
-  cpu_set_t cpus;
-  if (spin.count() > 0 && ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2)
-    spin = std::chrono::microseconds(0);
+  auto spin = busy_poll();
   if (spin.count() == 0) {
     io_.run();
     return;
@@ -317,7 +297,7 @@ void Server::session_closed(Session* session) {
   auto closing = std::shared_ptr<Session>(session_.release());
   asio::post(io_, [closing] {});
   bool stdio = parse_comm(options_.comm)->stdio;
-  bool have_process = process_ && process_->alive();
+  bool have_process = process() && process()->alive();
   if (exit_requested_ || options_.once || stdio || (!options_.multi && !have_process)) {
     shut_down_inferior();
     finish(0);
@@ -373,7 +353,7 @@ void Server::resumed() {
     if (auto* p = running_process()) p->interrupt();
   // A single step or a short run ends within microseconds: poll for it for a moment before
   // going back to the loop, which saves the signalfd wake-up on the path GDB waits on.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
+  auto deadline = std::chrono::steady_clock::now() + busy_poll();
   while (running_process() && std::chrono::steady_clock::now() < deadline) poll_inferior();
   if (running_process()) {
     asio::post(io_, [this] { poll_inferior(); });
@@ -408,7 +388,7 @@ void Server::request_exit() {
 }
 
 void Server::interrupt() {
-  if (!process_ || !process_->alive()) return;
+  if (!process() || !process()->alive()) return;
   // A ^C stands until a SIGINT stop is reported. GDB sends it when it believes the program
   // runs, but the program may stop for something else first (a shared-library event GDB
   // resumes at once): gdbserver's real SIGINT would then wait in the program and stop the
@@ -432,6 +412,9 @@ void Server::poll_inferior() {
 }
 
 void Server::on_process_event(backend::Process* p, const backend::StopEvent& event) {
+  // Fork children it reported are processes of ours from now on, held until the client names
+  // or detaches them.
+  for (auto& child : p->take_fork_children()) processes_.add_fork_child(std::move(child), p->pid());
   if (event.kind == backend::StopKind::NoResumed) {
     // This process has nothing resumed left; that is news only when no other process runs.
     if (running_process()) return;
@@ -451,9 +434,9 @@ void Server::on_process_event(backend::Process* p, const backend::StopEvent& eve
     if (other != p && other->alive() && other->running()) other->pause();
   if (gone || (event.kind == backend::StopKind::Signal && event.signo == SIGINT)) interrupt_pending_ = false;
   if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(event);
-  // A follower that ended is forgotten; the primary stays (dead) unless a follower can take
-  // its place, so a single-process session goes on exactly as before.
-  if (gone && !followers_.empty()) remove_process(event.pid);
+  // A process that ended is forgotten, except the last one: a single-process session goes on
+  // as before (its exit is what '?' answers until the next run).
+  if (gone && processes().size() > 1) remove_process(event.pid);
 }
 
 }  // namespace server

@@ -17,6 +17,7 @@
 #include "backend/thread_db.h"
 #include "server/log.h"
 #include "server/options.h"
+#include "server/process_table.h"
 #include "server/session.h"
 
 namespace server {
@@ -31,32 +32,29 @@ class Server {
   const ServerOptions& options() const { return options_; }
   Logger& log() { return log_; }
 
-  // ---- the debugged process ----
-  backend::Process* process() { return process_.get(); }
-  // Fork children the client debugs beside the main process (GDB's detach-on-fork off, or a
-  // vfork child followed while its parent waits for it). Primary first.
-  std::vector<backend::Process*> processes();
-  backend::Process* process_for(pid_t pid);
-  bool is_follower(pid_t pid) const { return followers_.count(pid) != 0; }
-  // A held fork child of one of our processes becomes a process of its own.
-  backend::Result<backend::Process*> adopt_fork_child(pid_t child);
-  // After a process was detached, killed or has exited: forget it; when it was the primary,
-  // a follower takes its place.
+  // ---- the debugged processes (ProcessTable) ----
+  // The primary process: what a client that cannot name processes talks to.
+  backend::Process* process() { return processes_.primary(); }
+  // Every process the client debugs (fork children it named, second inferiors), primary first.
+  std::vector<backend::Process*> processes() { return processes_.debugged(); }
+  // Any process, a held fork child too; null if unknown.
+  backend::Process* process_for(pid_t pid) { return processes_.find(pid); }
+  ProcessTable& process_table() { return processes_; }
+  // After a process was detached, killed or has exited: forget it.
   void remove_process(pid_t pid);
   backend::Result<pid_t> launch(std::vector<std::string> argv);  // the new process's pid
   // The program and arguments of the last launch, tried or done (command line, vRun): what a
   // vRun without a program name and the R packet run again (gdbserver's program_path/args).
   const std::vector<std::string>& last_run() const { return last_run_; }
   backend::Result<pid_t> attach(pid_t pid);
-  // The new process is the main one, or a follower when a main process is alive.
+  // A new process (the primary one when there is none yet).
   void add_process(std::unique_ptr<backend::Process> p);
-  void forget_process();                           // after kill/detach/exit
+  void forget_dead_processes();                    // after kill/detach/exit
   // A program we launched and then detached from is still our child: reap it when it exits.
   void reap_later(pid_t pid) { orphans_.insert(pid); }
   backend::LaunchOptions& launch_settings() { return launch_settings_; }
   // The last stop the client was told about (or would be told: '?').
   const std::optional<backend::StopEvent>& last_event() const { return last_event_; }
-  void set_last_event(backend::StopEvent e) { last_event_ = std::move(e); }
 
   // A handler resumed the process: watch for its events.
   void resumed();
@@ -64,13 +62,17 @@ class Server {
   void interrupt();
   // Client asked the server to exit (monitor exit).
   void request_exit();
-  bool exit_requested() const { return exit_requested_; }
   void session_closed(Session* session);
 
   const backend::ProbeReport& probe();
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();
+  // How every process is run: trace source, watchpoint emulation, single-block stepping (from
+  // the cached probe), busy polling, --debug logging.
+  backend::ProcessSettings process_settings();
+  // --busy-poll: how long to keep polling after an event (0 on a single CPU).
+  std::chrono::microseconds busy_poll() const;
   // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
   // the file it was attached through. Null (with `why`) when the module is not there.
   backend::LbrDevice* lbr_device(std::string* why);
@@ -98,8 +100,7 @@ class Server {
   Logger log_;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<Session> session_;
-  std::unique_ptr<backend::Process> process_;
-  std::map<pid_t, std::unique_ptr<backend::Process>> followers_;
+  ProcessTable processes_;
   backend::LaunchOptions launch_settings_;
   std::optional<backend::StopEvent> last_event_;
   int sigchld_fd_ = -1;

@@ -60,7 +60,7 @@ Reply handle(Session& s, const RemoveBreakpoint& z) {
   if (!r) {
     // A fork child's copies of the parent's int3s were taken out when it was forked; the
     // client removing them from the child finds them gone already.
-    if (z.type == BreakpointType::Software && s.server().is_follower(p->pid())) return ok();
+    if (z.type == BreakpointType::Software && s.server().process_table().is_fork_child(p->pid())) return ok();
     return error_reply(s, r.error());
   }
   return ok();

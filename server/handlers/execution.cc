@@ -29,15 +29,15 @@ Reply start_resume(Session& s, Plans plans) {
   if (plans.empty()) return error(1);
   // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
   for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
-  for (auto* p : s.server().processes()) {
+  auto& table = s.server().process_table();
+  for (pid_t child : table.held()) {
     // A fork child the client neither detached nor named (so never took on) is let go
     // rather than left stopped for ever.
-    for (pid_t child : p->held_children()) {
-      s.server().log().notice(fmt::format("Fork child {} is not debugged: it runs on.", child));
-      (void)p->detach_child(child);
-    }
-    p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
+    s.server().log().notice(fmt::format("Fork child {} is not debugged: it runs on.", child));
+    if (auto* p = table.find(child)) (void)p->detach();
+    s.server().remove_process(child);
   }
+  for (auto* p : s.server().processes()) p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
   for (const auto& [p, plan] : plans)
     if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
   s.expect_stop();
@@ -47,13 +47,10 @@ Reply start_resume(Session& s, Plans plans) {
 
 void kill_everything(Session& s) {
   auto& server = s.server();
-  std::vector<pid_t> pids;
-  for (auto* p : server.processes()) {
+  for (auto* p : server.process_table().all()) {
     if (p->alive()) (void)p->kill();
-    pids.push_back(p->pid());
+    server.remove_process(p->pid());
   }
-  for (auto it = pids.rbegin(); it != pids.rend(); ++it) server.remove_process(*it);  // followers first
-  server.forget_process();
   s.select_process(0);
 }
 
@@ -72,6 +69,10 @@ Reply handle(Session&, const VContQuery&) { return std::string("vCont;c;C;t;s;S;
 
 Reply handle(Session& s, const VCont& v) {
   if (!s.process()) return error(1);
+  // Naming a held fork child's process in an action takes it on, as Hg does.
+  for (const auto& action : v.actions)
+    if (action.thread && action.thread->pid && *action.thread->pid > 0)
+      s.server().process_table().name(*action.thread->pid);
   Plans plans;
   for (auto* p : s.server().processes()) {
     if (!p->alive()) {
@@ -149,27 +150,17 @@ Reply handle(Session& s, const Kill& k) {
 
 Reply handle(Session& s, const Detach& d) {
   auto& server = s.server();
+  // D;pid may name a held fork child the client never took on (detach-on-fork on).
   backend::Process* target = d.pid ? server.process_for(*d.pid) : s.process();
-  if (!target && d.pid) {
-    // A held fork child the client never named: after a fork stop with detach-on-fork on.
-    for (auto* p : server.processes()) {
-      auto held = p->held_children();
-      if (std::find(held.begin(), held.end(), *d.pid) == held.end()) continue;
-      server.log().notice(fmt::format("Detaching from process {}", *d.pid));
-      if (auto r = p->detach_child(*d.pid); !r) return error_reply(s, r.error());
-      return ok();
-    }
-    return error(1);
-  }
   if (!target || !target->alive()) return error(1);
   // Detaching a process while a fork child of it is held: the client follows the child
-  // (follow-fork-mode child), which becomes a process of ours.
-  for (pid_t child : target->held_children()) (void)server.adopt_fork_child(child);
+  // (follow-fork-mode child), which is debugged from now on.
+  server.process_table().name_children_of(target->pid());
   pid_t pid = target->pid();
   server.log().notice(fmt::format("Detaching from process {}", pid));
   if (auto r = target->detach(); !r) return error_reply(s, r.error());
-  if (!target->was_attached()) server.reap_later(pid);
-  server.remove_process(pid);  // a follower takes the main process's place
+  if (!target->was_attached() && !server.process_table().is_fork_child(pid)) server.reap_later(pid);
+  server.remove_process(pid);  // the next oldest process becomes the primary one
   s.select_process(0);
   if (auto* p = server.process(); p && p->alive()) s.set_general_thread(p->pid());
   return ok();
@@ -190,7 +181,7 @@ Reply handle(Session& s, const VRun& r) {
   // A client that can name processes (multiprocess) runs a second inferior beside the first
   // and kills what it wants with vKill; for any other, the new run replaces the old one.
   if (!s.dialect().multiprocess) kill_everything(s);
-  if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
+  s.server().forget_dead_processes();
   auto launched = s.server().launch(argv);
   if (!launched) return error_text(launched.error().message);
   return reply_for_new_process(s, *launched);
@@ -222,7 +213,7 @@ Reply handle(Session& s, const Restart&) {
 Reply handle(Session& s, const VAttach& a) {
   if (s.process() && !s.dialect().multiprocess) return error_text("Already debugging a process.");
   if (s.server().process_for(a.pid)) return error_text("Already debugging that process.");
-  if (auto* p = s.server().process(); p && !p->alive()) s.server().forget_process();
+  s.server().forget_dead_processes();
   if (auto r = s.server().attach(a.pid); !r) return error_text(r.error().message);
   return reply_for_new_process(s, a.pid);
 }

@@ -112,15 +112,12 @@ Reply handle(Session& s, const SetThread& h) {
   auto* p = s.process();
   if (!p) return error(1);
   if (h.thread.pid && *h.thread.pid > 0) {
-    // Another process: one we debug already, or a held fork child that becomes one (GDB and
-    // LLDB name the child to take breakpoints out of it, or to debug it).
+    // Another process: one we debug already, or a held fork child, which the client takes
+    // on by naming it (GDB and LLDB name the child to take breakpoints out of it, or to
+    // debug it).
     backend::Process* target = s.server().process_for(*h.thread.pid);
-    if (!target) {
-      auto adopted = s.server().adopt_fork_child(*h.thread.pid);
-      if (!adopted) return error(1);
-      target = *adopted;
-    }
-    if (!target->alive()) return error(1);
+    if (!target || !target->alive()) return error(1);
+    s.server().process_table().name(target->pid());
     if (h.op == 'g') s.select_process(*h.thread.pid);
     p = target;
   } else if (h.op == 'g' && !h.thread.pid) {

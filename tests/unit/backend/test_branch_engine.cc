@@ -160,7 +160,7 @@ TEST_CASE("traced run records exactly the single-step truth, with few stops", "[
   REQUIRE(truth.branches.size() > 100);
 
   auto p = launch(false);
-  p->set_trace_source(TraceSource::Software);
+  p->configure(software_tracing());
   run_to_begin(*p);
   REQUIRE(p->tracer().enable(p->pid()).ok());
   REQUIRE(p->insert_breakpoint(BreakpointKind::Software, program().end, 1).ok());
@@ -191,7 +191,7 @@ TEST_CASE("traced run records exactly the single-step truth, with few stops", "[
 TEST_CASE("traced run with a signal handler inside the region", "[branch_engine]") {
   Truth truth = single_step_truth(true);
   auto p = launch(true);
-  p->set_trace_source(TraceSource::Software);
+  p->configure(software_tracing());
   p->set_pass_signals({SIGUSR1});
   run_to_begin(*p);
   REQUIRE(p->tracer().enable(p->pid()).ok());
@@ -212,7 +212,7 @@ TEST_CASE("traced run with a signal handler inside the region", "[branch_engine]
 TEST_CASE("a client breakpoint inside the traced region is hit every time", "[branch_engine]") {
   Truth truth = single_step_truth(false);
   auto p = launch(false);
-  p->set_trace_source(TraceSource::Software);
+  p->configure(software_tracing());
   run_to_begin(*p);
   REQUIRE(p->tracer().enable(p->pid()).ok());
   REQUIRE(p->insert_breakpoint(BreakpointKind::Software, program().end, 1).ok());

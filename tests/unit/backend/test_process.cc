@@ -307,8 +307,8 @@ void check_watch_and_hbreak(bool emulated) {
   uint64_t counter = symbol(exe, "global_counter");
   REQUIRE(counter != 0);
   auto p = launch_ok(options_for(exe));
-  p->set_watch_emulation(emulated);
-  CHECK(p->watch_emulation() == emulated);
+  p->configure(watch_settings(emulated));
+  CHECK(p->settings().watch_emulation == emulated);
   CHECK(p->hardware_slots() == 4);
   CHECK(!p->insert_breakpoint(BreakpointKind::WriteWatch, counter, 0).ok());
   REQUIRE(p->insert_breakpoint(BreakpointKind::WriteWatch, counter, 4).ok());
@@ -358,7 +358,7 @@ TEST_CASE("read watchpoints: refused on debug registers, exact when emulated", "
 
   // Emulated: marker() reads global_counter twice (once per call); main's `= 5` only writes it.
   auto p = launch_ok(options_for(exe));
-  p->set_watch_emulation(true);
+  p->configure(watch_settings(true));
   REQUIRE(p->insert_breakpoint(BreakpointKind::ReadWatch, counter, 4).ok());
   uint64_t marker = symbol(exe, "marker");
   for (int value : {0, 5}) {
@@ -553,7 +553,10 @@ TEST_CASE("reported fork: the child is held clean, then detached", "[process][fo
   REQUIRE(ev->kind == StopKind::Fork);
   pid_t child = ev->child_pid;
   CHECK(child > 0);
-  CHECK(p->held_children() == std::vector<pid_t>{child});
+  auto children = p->take_fork_children();
+  REQUIRE(children.size() == 1);
+  CHECK(children[0]->pid() == child);
+  CHECK(p->take_fork_children().empty());  // handed over once
   // The child's copy of marker() holds the original byte, not our int3.
   ProcMemory child_mem(child);
   uint8_t byte = 0, original = 0;
@@ -561,9 +564,8 @@ TEST_CASE("reported fork: the child is held clean, then detached", "[process][fo
   REQUIRE(p->read_memory(marker, {&original, 1}).ok());
   CHECK(byte == original);
   CHECK(byte != 0xcc);
-  REQUIRE(p->detach_child(child).ok());
-  CHECK(p->held_children().empty());
-  CHECK_FALSE(p->detach_child(child).ok());
+  REQUIRE(children[0]->detach().ok());
+  CHECK_FALSE(children[0]->alive());
   finish_forks_parent(*p);
 }
 
@@ -577,10 +579,11 @@ TEST_CASE("reported fork: following the child", "[process][fork]") {
   auto ev = wait_stop(*p);
   REQUIRE(ev);
   REQUIRE(ev->kind == StopKind::Fork);
-  auto adopted = p->adopt_child(ev->child_pid);
-  REQUIRE(adopted.ok());
-  std::unique_ptr<Process> child = std::move(*adopted);
+  auto children = p->take_fork_children();
+  REQUIRE(children.size() == 1);
+  std::unique_ptr<Process> child = std::move(children[0]);
   CHECK(child->pid() == ev->child_pid);
+  CHECK(child->settings().trace_source == p->settings().trace_source);
   CHECK(child->threads() == std::vector<pid_t>{ev->child_pid});
   REQUIRE(p->detach().ok());  // the parent runs on, untraced
   REQUIRE(child->insert_breakpoint(BreakpointKind::Software, marker, 1).ok());

@@ -73,6 +73,18 @@ inline backend::ResumePlan continue_all(int signo = 0) {
   return plan;
 }
 
+inline backend::ProcessSettings software_tracing() {
+  backend::ProcessSettings s;
+  s.trace_source = backend::TraceSource::Software;
+  return s;
+}
+
+inline backend::ProcessSettings watch_settings(bool emulated) {
+  backend::ProcessSettings s;
+  s.watch_emulation = emulated;
+  return s;
+}
+
 inline backend::LaunchOptions options_for(const std::string& program) {
   backend::LaunchOptions o;
   o.argv = {program};

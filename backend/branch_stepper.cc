@@ -1,0 +1,311 @@
+#include "backend/branch_stepper.h"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+namespace backend {
+
+BranchStepper::BranchStepper(Host& host, SoftwareBreakpoints& breakpoints, ProcMemory& memory, BlockCache& code,
+                             std::unique_ptr<TraceManager>& tracer, const RegisterLayout& layout)
+    : host_(host), breakpoints_(breakpoints), memory_(memory), code_(code), tracer_(tracer),
+      layout_(layout) {}
+
+void BranchStepper::record(LinuxThread& t, uint64_t from, uint64_t to) {
+  if (traced(t.tid)) tracer_->record(t.tid, from, to);
+}
+
+void BranchStepper::arm(LinuxThread& t, uint64_t addr) {
+  if (t.armed == addr) return;
+  if (t.armed) (void)breakpoints_.remove(memory_, t.armed, BreakpointOwner::Internal);
+  t.armed = 0;
+  if (addr && breakpoints_.insert(memory_, addr, BreakpointOwner::Internal)) t.armed = addr;
+}
+
+FlowInsn BranchStepper::insn_at(uint64_t addr) {
+  FlowInsn f;
+  f.addr = addr;
+  f.kind = FlowKind::Trap;
+  if (auto d = code_.insn_at(addr)) {
+    if (d->second) f = *d->second;
+    else f.len = d->first;
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------- software tracing
+
+void BranchStepper::commit_plan(LinuxThread& t, uint64_t pc) {
+  auto* traced_mode = std::get_if<run::Traced>(&t.mode);
+  if (!traced_mode || !traced_mode->plan.active()) return;
+  auto passed = traced_mode->plan.commit(pc, t.cursor.block_start);
+  for (const Branch& b : passed) record(t, b.from, b.to);
+  if (!passed.empty()) {
+    t.cursor.last_flow = passed.back().from;
+    t.cursor.last_flow_taken = true;
+  }
+}
+
+void BranchStepper::continue_traced(LinuxThread& t, int signo) {
+  if (!traced(t.tid)) {
+    arm(t, 0);
+    t.mode = run::Normal{};
+    return host_.resume(t, signo);
+  }
+  if (!t.in<run::Traced>()) t.mode = run::Traced{};
+  auto& plan = std::get<run::Traced>(t.mode).plan;
+  if (plan.plan(code_, host_.pc(t.tid))) arm(t, plan.stop_addr());
+  else arm(t, 0);  // undecodable code: it runs untraced until something stops it
+  host_.resume(t, signo);
+}
+
+void BranchStepper::deliver_traced_signal(LinuxThread& t, int signo) {
+  // Single-stepping with the signal stops at the handler's first instruction.
+  t.signal_entry = SignalEntry{insn_before_pc(t, host_.pc(t.tid)).value_or(0)};
+  host_.resume(t, signo);
+}
+
+void BranchStepper::signal_entry_done(LinuxThread& t) {
+  // Stopped at the handler's first instruction: the signal was a branch from the last
+  // instruction executed before it.
+  uint64_t pc = host_.pc(t.tid);
+  if (t.signal_entry->from) record(t, t.signal_entry->from, pc);
+  t.signal_entry.reset();
+  t.cursor.block_start = pc;
+  t.cursor.last_flow_taken = true;
+  if (t.action.kind == ResumeKind::Continue) return continue_traced(t, 0);
+  host_.report(t, host_.event(StopKind::Step, t.tid, SIGTRAP));
+}
+
+void BranchStepper::internal_hit(LinuxThread& t, uint64_t addr) {
+  std::optional<FlowInsn> insn;
+  if (auto* traced_mode = std::get_if<run::Traced>(&t.mode)) {
+    if (traced_mode->plan.active() && traced_mode->plan.stop_addr() == addr) insn = traced_mode->plan.stop_insn();
+    commit_plan(t, addr);
+  }
+  if (!insn) insn = insn_at(addr);
+  if (host_.stopping()) return;  // the process is stopping: execute it at the next resume
+  if (auto out = execute_flow(t, *insn)) {
+    flow_done(t, *insn, *out);
+    host_.proceed(t);
+  }
+}
+
+std::optional<uint64_t> BranchStepper::insn_before_pc(LinuxThread& t, uint64_t pc) {
+  const BranchCursor& c = t.cursor;
+  if (c.block_start == 0) return std::nullopt;
+  if (pc == c.block_start) {
+    // Nothing ran in this block yet: the previous instruction is the last control-flow one
+    // if execution fell through it (syscall, not-taken jcc).
+    if (c.last_flow && !c.last_flow_taken) return c.last_flow;
+    return std::nullopt;
+  }
+  return insn_before(code_, c.block_start, pc);
+}
+
+void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
+  BranchCursor& c = t.cursor;
+  if (c.step_into_handler) {
+    c.step_into_handler = false;
+    if (c.signal_from) record(t, c.signal_from, pc);
+    c.block_start = pc;
+    c.last_flow_taken = true;
+    return;
+  }
+  auto insn = code_.insn_at(c.step_from);
+  if (!insn) return;
+  if (pc != c.step_from + insn->first) {
+    record(t, c.step_from, pc);
+    c.block_start = pc;
+    c.last_flow = c.step_from;
+    c.last_flow_taken = true;
+  } else if (insn->second) {
+    c.block_start = pc;
+    c.last_flow = c.step_from;
+    c.last_flow_taken = false;
+  }
+}
+
+// ---------------------------------------------------------------- control-flow instructions
+
+Result<FlowOutcome> BranchStepper::emulate(LinuxThread& t, const FlowInsn& insn) {
+  // Only the general registers matter: GETREGS/SETREGS instead of the full register file.
+  user_regs_struct gp{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return errno_error("PTRACE_GETREGS");
+  gprs_to_file(gp, layout_, scratch_regs_);
+  MemoryReader reader = [this](uint64_t addr, std::span<uint8_t> out) {
+    auto n = memory_.read(addr, out);
+    return n && *n == out.size();
+  };
+  MemoryWriter writer = [this](uint64_t addr, std::span<const uint8_t> data) {
+    auto n = memory_.write(addr, data);
+    return n && *n == data.size();
+  };
+  auto out = emulate_flow(insn, scratch_regs_, layout_, reader, writer);
+  if (!out) return out.error();
+  file_to_gprs(scratch_regs_, layout_, gp);
+  if (::ptrace(PTRACE_SETREGS, t.tid, nullptr, &gp) != 0) return errno_error("PTRACE_SETREGS");
+  ++emulated_flows_;
+  return out;
+}
+
+std::optional<FlowOutcome> BranchStepper::execute_flow(LinuxThread& t, const FlowInsn& insn) {
+  if (flow_is_emulatable(insn.kind))
+    if (auto out = emulate(t, insn)) return *out;
+  // The CPU runs it (syscall, trap, or a form we cannot emulate): lift our int3 for one step.
+  // Others keep running and could pass the lifted address unseen; only rare kinds get here.
+  LiftedStep step{insn, 0};
+  if (!host_.lifted_elsewhere(t, insn.addr) && breakpoints_.contains(insn.addr) && breakpoints_.lift(memory_, insn.addr))
+    step.lifted = insn.addr;
+  t.lifted_step = step;
+  host_.resume(t, 0);
+  return std::nullopt;
+}
+
+void BranchStepper::flow_done(LinuxThread& t, const FlowInsn& insn, const FlowOutcome& raw) {
+  // A branch to the very next instruction looks like straight-line code in a trace (and to a
+  // single-stepping user): it is not counted or recorded as taken.
+  FlowOutcome out = raw;
+  if (insn.len && out.next_pc == insn.addr + insn.len) out.taken = false;
+  if (out.taken) record(t, insn.addr, out.next_pc);
+  t.cursor.last_flow = insn.addr;
+  t.cursor.last_flow_taken = out.taken;
+  t.cursor.block_start = out.next_pc;
+  if (auto* sb = std::get_if<run::StepBranch>(&t.mode); sb && out.taken) {
+    sb->last = Branch{insn.addr, out.next_pc};
+    if (sb->left) --sb->left;
+  }
+}
+
+void BranchStepper::lifted_step_done(LinuxThread& t) {
+  LiftedStep step = *t.lifted_step;
+  t.lifted_step.reset();
+  if (step.lifted) (void)breakpoints_.lower(memory_, step.lifted);
+  uint64_t pc = host_.pc(t.tid);
+  // Landing elsewhere than after the instruction: rt_sigreturn, or a handler entered at
+  // syscall exit. Unknown length (undecodable bytes): nothing is recorded.
+  bool moved = step.insn.len != 0 && pc != step.insn.addr + step.insn.len;
+  flow_done(t, step.insn, FlowOutcome{pc, moved});
+  host_.proceed(t);
+}
+
+// ---------------------------------------------------------------- stepbranch
+
+void BranchStepper::start_step_branch(LinuxThread& t, uint32_t count, bool singleblock) {
+  run::StepBranch sb;
+  sb.singleblock = singleblock;
+  sb.left = count == 0 ? 1 : count;
+  uint64_t pc = host_.pc(t.tid);
+  // GDB re-inserts its breakpoints before the packet: the one under pc is stepped over.
+  sb.pass_client_at = breakpoints_.has_client(pc) ? pc : 0;
+  t.mode = sb;
+  stepbranch_run(t);
+}
+
+// Software stepbranch: run alone to the next control-flow instruction (client breakpoints and
+// watchpoints on the way still stop it), execute it; count taken branches until done.
+void BranchStepper::stepbranch_run(LinuxThread& t) {
+  for (int guard = 0; guard < 100000 && !host_.stopping(); ++guard) {
+    auto& sb = std::get<run::StepBranch>(t.mode);
+    if (sb.left == 0) {
+      StopEvent ev = host_.event(StopKind::StepBranch, t.tid, SIGTRAP);
+      ev.branch_from = sb.last.from;
+      ev.branch_to = sb.last.to;
+      ev.step_mechanism = sb.singleblock ? "singleblock" : "software";
+      arm(t, 0);
+      return host_.report(t, ev);
+    }
+    uint64_t pc = host_.pc(t.tid);
+    bool pass_client = pc == sb.pass_client_at;
+    sb.pass_client_at = 0;
+    if (breakpoints_.has_client(pc) && !pass_client) {
+      arm(t, 0);
+      return host_.report(t, host_.event(StopKind::Breakpoint, t.tid, SIGTRAP));
+    }
+    if (t.watch_hit) return host_.report(t, host_.event(StopKind::StepBranch, t.tid, SIGTRAP));  // the hit wins
+    auto block = code_.block_at(pc);
+    if (!block) {
+      arm(t, 0);
+      return host_.report(t, host_.event(StopKind::Signal, t.tid, SIGSEGV));  // no code at pc
+    }
+    bool one_at_a_time = host_.watch_stepping() || (sb.singleblock && !breakpoints_.contains(pc));
+    if (breakpoints_.contains(pc) && (host_.watch_stepping() || block->end.addr != pc)) {
+      // Our int3 over an ordinary instruction (or any, when every step is checked): the CPU
+      // runs it alone, lifted (never emulated, so a checked step sees its accesses).
+      FlowInsn one = insn_at(pc);
+      one.kind = FlowKind::Trap;
+      if (!execute_flow(t, one)) return;
+      continue;
+    }
+    if (one_at_a_time) {
+      // A checked single step (stepbranch_step_done), or PTRACE_SINGLEBLOCK: the CPU stops
+      // after the next taken branch (stepbranch_singleblock_done).
+      t.cursor.step_from = pc;
+      return host_.resume(t, 0);
+    }
+    if (block->end.addr != pc) {
+      arm(t, block->end.addr);
+      return host_.resume(t, 0);  // PTRACE_CONT, this thread only
+    }
+    auto out = execute_flow(t, block->end);
+    if (!out) return;  // stepped by the CPU: lifted_step_done() comes back here
+    flow_done(t, block->end, *out);
+  }
+}
+
+// PTRACE_SINGLEBLOCK stopped after a taken branch: find its source by walking forward from
+// where the step began, past conditional branches that fell through.
+void BranchStepper::stepbranch_singleblock_done(LinuxThread& t) {
+  auto& sb = std::get<run::StepBranch>(t.mode);
+  uint64_t pc = host_.pc(t.tid);
+  uint64_t at = t.cursor.step_from, from = 0;
+  for (int i = 0; i < 256; ++i) {
+    auto b = code_.block_at(at);
+    if (!b) break;
+    const FlowInsn& e = b->end;
+    bool conditional = e.kind == FlowKind::CondJump || e.kind == FlowKind::Loop;
+    if (conditional && e.direct_target && *e.direct_target != pc && e.len) {
+      at = e.addr + e.len;
+      continue;
+    }
+    from = e.addr;
+    break;
+  }
+  sb.last = Branch{from, pc};
+  if (from) record(t, from, pc);
+  t.cursor.block_start = pc;
+  if (sb.left) --sb.left;
+  stepbranch_run(t);
+}
+
+// One checked single step of a stepbranch under emulated watchpoints: a step that did not land
+// after the instruction took a branch.
+void BranchStepper::stepbranch_step_done(LinuxThread& t) {
+  auto& sb = std::get<run::StepBranch>(t.mode);
+  BranchCursor& c = t.cursor;
+  uint64_t pc = host_.pc(t.tid);
+  auto insn = code_.insn_at(c.step_from);
+  if (insn && insn->first && pc != c.step_from + insn->first) {
+    record(t, c.step_from, pc);
+    sb.last = Branch{c.step_from, pc};
+    c.last_flow = c.step_from;
+    c.last_flow_taken = true;
+    c.block_start = pc;
+    if (sb.left) --sb.left;
+  } else if (insn && insn->second) {
+    c.last_flow = c.step_from;
+    c.last_flow_taken = false;
+    c.block_start = pc;
+  }
+  stepbranch_run(t);
+}
+
+void BranchStepper::settle(LinuxThread& t) {
+  commit_plan(t, host_.pc(t.tid));
+  arm(t, 0);
+  if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(memory_, t.lifted_step->lifted);
+  t.lifted_step.reset();
+  t.signal_entry.reset();
+}
+
+}  // namespace backend

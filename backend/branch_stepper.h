@@ -1,0 +1,112 @@
+// Software branch tracing and stepbranch: the part of the ptrace loop that runs a thread block
+// by block. A traced thread that continues runs to an internal int3 on the first control-flow
+// instruction whose outcome is not known statically (direct jmp/call are followed at planning
+// time); there the instruction is emulated (or, for syscalls and traps, stepped by the CPU with
+// the int3 lifted), the branch recorded, and the next stop planned: one ptrace stop per
+// executed non-direct control-flow instruction, none per ordinary instruction. stepbranch runs
+// one thread the same way (or with PTRACE_SINGLEBLOCK where BTF works) and counts the branches
+// it takes.
+//
+// The stepper owns no thread: LinuxProcess owns them and the wait loop, and calls in here for
+// the threads in run::Traced and run::StepBranch modes and for the lifted-step overlay.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "backend/branch_engine.h"
+#include "backend/breakpoints.h"
+#include "backend/btrace/trace_manager.h"
+#include "backend/decoder.h"
+#include "backend/flow_emulator.h"
+#include "backend/linux_thread.h"
+#include "backend/memory.h"
+#include "backend/registers.h"
+
+namespace backend {
+
+class BranchStepper {
+ public:
+  // What the stepper needs from the process that owns the threads.
+  class Host {
+   public:
+    // Issues t's ptrace resume in its current mode (or reports instead, see LinuxProcess).
+    virtual void resume(LinuxThread& t, int signo) = 0;
+    // A client-visible event of t: the first one stops the whole process.
+    virtual void report(LinuxThread& t, StopEvent ev) = 0;
+    // Carries on in t's mode after internal work (emulation, a lifted step).
+    virtual void proceed(LinuxThread& t) = 0;
+    // The process is being stopped for a reported event: threads stay where they are.
+    virtual bool stopping() const = 0;
+    virtual StopEvent event(StopKind kind, pid_t tid, int signo) const = 0;
+    virtual uint64_t pc(pid_t tid) const = 0;
+    // Another thread is stepping with the int3 at addr lifted right now.
+    virtual bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const = 0;
+    // Emulated watchpoints are set: every instruction must be a checked step.
+    virtual bool watch_stepping() const = 0;
+
+   protected:
+    ~Host() = default;
+  };
+
+  BranchStepper(Host& host, SoftwareBreakpoints& breakpoints, ProcMemory& memory, BlockCache& code,
+                std::unique_ptr<TraceManager>& tracer, const RegisterLayout& layout);
+
+  bool traced(pid_t tid) const { return tracer_->software_traced(tid); }
+  void record(LinuxThread& t, uint64_t from, uint64_t to);
+  // Moves t's internal int3 (0 = none).
+  void arm(LinuxThread& t, uint64_t addr);
+
+  // ---- software tracing ----
+  // Runs a Continue thread from its pc: traced ones plan, arm and continue; others plain.
+  void continue_traced(LinuxThread& t, int signo);
+  // A traced thread gets a caught signal: single-step into the handler (SignalEntry overlay).
+  void deliver_traced_signal(LinuxThread& t, int signo);
+  void signal_entry_done(LinuxThread& t);
+  // A thread stopped on an int3 that is ours only (its armed stop, or another thread's):
+  // execute the control-flow instruction there for it and let it go on.
+  void internal_hit(LinuxThread& t, uint64_t addr);
+  // A single step of a traced thread ended at pc: record the branch it took.
+  void record_step(LinuxThread& t, uint64_t pc);
+  // Records the direct branches t has passed on its planned path.
+  void commit_plan(LinuxThread& t, uint64_t pc);
+  // The instruction executed right before pc (in t's block, or the control-flow instruction
+  // that fell through to it); nullopt if unknown.
+  std::optional<uint64_t> insn_before_pc(LinuxThread& t, uint64_t pc);
+
+  // ---- control-flow instructions ----
+  // Executes the instruction at t's pc (t stopped on it): emulated when possible (returns the
+  // outcome), else stepped by the CPU as a LiftedStep (returns nullopt; lifted_step_done follows).
+  std::optional<FlowOutcome> execute_flow(LinuxThread& t, const FlowInsn& insn);
+  Result<FlowOutcome> emulate(LinuxThread& t, const FlowInsn& insn);
+  void flow_done(LinuxThread& t, const FlowInsn& insn, const FlowOutcome& outcome);
+  void lifted_step_done(LinuxThread& t);
+
+  // ---- stepbranch ----
+  void start_step_branch(LinuxThread& t, uint32_t count, bool singleblock);
+  void stepbranch_run(LinuxThread& t);
+  void stepbranch_singleblock_done(LinuxThread& t);
+  void stepbranch_step_done(LinuxThread& t);  // one checked step (emulated watchpoints)
+
+  // At a reported stop: what traced threads passed is recorded, our int3s come out.
+  void settle(LinuxThread& t);
+
+  uint64_t emulated_flows() const { return emulated_flows_; }
+
+ private:
+  FlowInsn insn_at(uint64_t addr);  // the instruction at addr as a FlowInsn (Trap if not flow)
+
+  Host& host_;
+  SoftwareBreakpoints& breakpoints_;
+  ProcMemory& memory_;
+  BlockCache& code_;
+  std::unique_ptr<TraceManager>& tracer_;  // replaced when the trace source changes
+  const RegisterLayout& layout_;
+  RegisterFile scratch_regs_;  // emulate(): reused register file
+  uint64_t emulated_flows_ = 0;
+};
+
+}  // namespace backend
