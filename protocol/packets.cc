@@ -2,6 +2,7 @@
 // one struct in packets.h, one row here and one small parse function.
 #include "protocol/packets.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <climits>
@@ -560,6 +561,7 @@ struct Entry {
   string_view name;
   bool exact;  // exact: the whole payload; else a prefix whose remainder is the arguments
   Request (*parse)(string_view args);
+  Capability needs = Capability::Base;  // without it the packet is unknown (empty reply)
 };
 
 template <typename T>
@@ -590,21 +592,21 @@ constexpr Entry kTable[] = {
     {"QEnvironmentUnset:", false, p_env_unset},
     {"QEnvironmentReset", true, make<ResetEnvironment>},
     {"QSetWorkingDir:", false, p_workdir},
-    {"QCatchSyscalls:", false, p_catch_syscalls},
+    {"QCatchSyscalls:", false, p_catch_syscalls, Capability::CatchSyscalls},
     {"QThreadEvents:", false,
-     [](string_view a) { return p_switch<SetThreadEvents>(a, "QThreadEvents: bad value"); }},
+     [](string_view a) { return p_switch<SetThreadEvents>(a, "QThreadEvents: bad value"); }, Capability::ThreadEvents},
     {"qRcmd,", false, p_rcmd},
     {"qGetTLSAddr:", false, p_tls_address},
     {"vCont", false, p_vcont},
     {"vCtrlC", true, make<VCtrlC>},
-    {"stepbranch", false, p_stepbranch},
+    {"stepbranch", false, p_stepbranch, Capability::StepBranch},
     {"vKill;", false, p_kill},
     {"vRun;", false, p_vrun},
     {"vAttach;", false, p_vattach},
     {"qXfer:", false, p_xfer},
     {"vFile:", false, p_vfile},
-    {"Qbtrace-conf:", false, p_btrace_conf},
-    {"Qbtrace:", false, p_btrace},
+    {"Qbtrace-conf:", false, p_btrace_conf, Capability::BtraceBts},
+    {"Qbtrace:", false, p_btrace, Capability::BtraceBts},
     {"qHostInfo", true, make<HostInfo>},
     {"qProcessInfo", true, make<ProcessInfo>},
     {"qMemoryRegionInfo:", false, p_memory_region},
@@ -639,12 +641,38 @@ constexpr Entry kTable[] = {
 
 }  // namespace
 
-Request parse_request(std::string_view payload) {
+const std::vector<XferObject>& xfer_objects() {
+  static const std::vector<XferObject> objects = {
+      {"features", false, Capability::Base},       {"auxv", false, Capability::Base},
+      {"libraries-svr4", false, Capability::Base}, {"siginfo", true, Capability::Base},
+      {"threads", false, Capability::Base},        {"exec-file", false, Capability::Base},
+      {"osdata", false, Capability::Base},         {"btrace", false, Capability::BtraceBts},
+      {"btrace-conf", false, Capability::BtraceBts},
+  };
+  return objects;
+}
+
+Request parse_request(std::string_view payload, const Capabilities& capabilities) {
   for (const Entry& e : kTable) {
-    if (e.exact ? payload == e.name : starts_with(payload, e.name))
-      return e.parse(payload.substr(e.name.size()));
+    if (!(e.exact ? payload == e.name : starts_with(payload, e.name))) continue;
+    if (!capabilities.has(e.needs)) return Unknown{std::string(payload)};
+    Request r = e.parse(payload.substr(e.name.size()));
+    // A qXfer object is served only with its capability, and written only where writable.
+    const std::string* object = nullptr;
+    bool write = false;
+    if (auto* x = std::get_if<XferRead>(&r)) object = &x->object;
+    if (auto* x = std::get_if<XferWrite>(&r)) object = &x->object, write = true;
+    if (object) {
+      const auto& objects = xfer_objects();
+      auto it = std::find_if(objects.begin(), objects.end(), [&](const XferObject& o) { return o.name == *object; });
+      if (it == objects.end() || !capabilities.has(it->needs) || (write && !it->writable))
+        return Unknown{std::string(payload)};
+    }
+    return r;
   }
   return Unknown{std::string(payload)};
 }
+
+Request parse_request(std::string_view payload) { return parse_request(payload, Capabilities::all()); }
 
 }  // namespace protocol

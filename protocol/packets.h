@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "protocol/capabilities.h"
 #include "protocol/thread_id.h"
 
 namespace protocol {
@@ -144,7 +145,19 @@ using Request = std::variant<
     Unknown>;
 
 // Parse one unescaped packet payload (the bytes between '$' and '#', with '}' escapes already
-// removed by the framer). Never throws; bad arguments give Malformed, unknown names Unknown.
+// removed by the framer). Never throws; bad arguments give Malformed, unknown names Unknown,
+// and so does a packet (or qXfer object) whose capability the server does not have.
+Request parse_request(std::string_view payload, const Capabilities& capabilities);
+// Every capability: what the packet table can parse at all (parser tests, fuzzing).
 Request parse_request(std::string_view payload);
+
+// The qXfer objects the server knows, each with the capability it needs (the qSupported
+// reply lists them from here).
+struct XferObject {
+  std::string_view name;
+  bool writable = false;
+  Capability needs = Capability::Base;
+};
+const std::vector<XferObject>& xfer_objects();
 
 }  // namespace protocol

@@ -17,6 +17,7 @@ ClientFeatures parse_client_features(const QuerySupported& q) {
         size_t comma = list.find(',', start);
         std::string_view arch = list.substr(start, comma == std::string_view::npos ? comma : comma - start);
         if (arch == "i386") c.xml_registers = true;
+        else if (!arch.empty()) c.xml_registers_other = true;
         if (comma == std::string_view::npos) break;
         start = comma + 1;
       }
@@ -30,91 +31,95 @@ ClientFeatures parse_client_features(const QuerySupported& q) {
     else if (name == "fork-events") c.fork_events = true;
     else if (name == "vfork-events") c.vfork_events = true;
     else if (name == "exec-events") c.exec_events = true;
-    else if (name == "vContSupported") c.vcont_supported = true;
     else if (name == "no-resumed") c.no_resumed = true;
     else if (name == "QThreadEvents") c.thread_events = true;
   }
   return c;
 }
 
-Dialect negotiate(const QuerySupported& q, const ServerFeatures& server) {
+Dialect negotiate(const QuerySupported& q, const Capabilities& server) {
   ClientFeatures c = parse_client_features(q);
   Dialect d;
   d.multiprocess = c.multiprocess;
   d.swbreak = c.swbreak;
   d.hwbreak = c.hwbreak;
-  d.fork_events = c.fork_events && server.fork_events;
-  d.vfork_events = c.vfork_events && server.vfork_events;
-  d.exec_events = c.exec_events && server.exec_events;
-  d.vcont_supported = c.vcont_supported;
-  d.no_resumed = c.no_resumed && server.no_resumed;
-  d.xml_registers = c.xml_registers;
+  d.fork_events = c.fork_events && server.has(Capability::ForkEvents);
+  d.vfork_events = c.vfork_events && server.has(Capability::VforkEvents);
+  d.exec_events = c.exec_events && server.has(Capability::ExecEvents);
+  d.no_resumed = c.no_resumed && server.has(Capability::NoResumed);
+  // LLDB lists every architecture it can describe (i386,arm,mips,arc); GDB on x86 only i386.
+  // LLDB never offers swbreak+, which every GDB since 7.10 does.
+  d.lldb = c.xml_registers_other && !c.swbreak;
   return d;
 }
 
-Dialect negotiate(const QuerySupported& q) { return negotiate(q, ServerFeatures{}); }
+Dialect negotiate(const QuerySupported& q) { return negotiate(q, Capabilities::all()); }
 
 namespace {
 
-// One row per feature: the name as listed and when it is listed.
+// Listed when the server has the capability and the dialect agrees.
+using Condition = bool (*)(const Dialect&);
+constexpr bool always(const Dialect&) { return true; }
+
 struct Row {
   std::string_view name;
-  bool (*listed)(const ServerFeatures&, const Dialect&);
+  Capability needs;
+  Condition listed;
+  std::string_view probe;  // a packet the feature promises to serve ("" when none applies)
 };
 
-constexpr bool always(const ServerFeatures&, const Dialect&) { return true; }
-constexpr bool bts(const ServerFeatures& s, const Dialect&) { return s.btrace; }
-constexpr bool pt(const ServerFeatures& s, const Dialect&) { return s.btrace && s.btrace_pt; }
-
+// Order as gdbserver's reply, roughly; qXfer objects come from the packet layer's table.
 constexpr Row kRows[] = {
-    {"QPassSignals+", always},
-    {"QProgramSignals+", always},
-    {"QStartupWithShell+", always},
-    {"QEnvironmentHexEncoded+", always},
-    {"QEnvironmentReset+", always},
-    {"QEnvironmentUnset+", always},
-    {"QSetWorkingDir+", always},
-    {"QCatchSyscalls+", always},
-    {"qXfer:libraries-svr4:read+", always},
-    {"qXfer:auxv:read+", always},
-    {"qXfer:siginfo:read+", always},
-    {"qXfer:siginfo:write+", always},
-    {"qXfer:osdata:read+", always},
-    {"qXfer:features:read+", always},
-    {"QStartNoAckMode+", always},
-    {"multiprocess+", [](const ServerFeatures&, const Dialect& d) { return d.multiprocess; }},
-    {"fork-events+", [](const ServerFeatures& s, const Dialect& d) { return s.fork_events && d.fork_events; }},
-    {"vfork-events+", [](const ServerFeatures& s, const Dialect& d) { return s.vfork_events && d.vfork_events; }},
-    {"exec-events+", [](const ServerFeatures& s, const Dialect& d) { return s.exec_events && d.exec_events; }},
-    {"QNonStop+", [](const ServerFeatures& s, const Dialect&) { return s.non_stop; }},
-    {"QDisableRandomization+", always},
-    {"qXfer:threads:read+", always},
-    {"qXfer:exec-file:read+", always},
+    {"QPassSignals+", Capability::Base, always, "QPassSignals:"},
+    {"QProgramSignals+", Capability::Base, always, "QProgramSignals:"},
+    {"QStartupWithShell+", Capability::Base, always, "QStartupWithShell:1"},
+    {"QEnvironmentHexEncoded+", Capability::Base, always, "QEnvironmentHexEncoded:413d31"},
+    {"QEnvironmentReset+", Capability::Base, always, "QEnvironmentReset"},
+    {"QEnvironmentUnset+", Capability::Base, always, "QEnvironmentUnset:41"},
+    {"QSetWorkingDir+", Capability::Base, always, "QSetWorkingDir:"},
+    {"QCatchSyscalls+", Capability::CatchSyscalls, always, "QCatchSyscalls:0"},
+    {"QStartNoAckMode+", Capability::Base, always, ""},  // switches the session; probed apart
+    {"multiprocess+", Capability::Base, [](const Dialect& d) { return d.multiprocess; }, ""},
+    {"fork-events+", Capability::ForkEvents, [](const Dialect& d) { return d.fork_events; }, ""},
+    {"vfork-events+", Capability::VforkEvents, [](const Dialect& d) { return d.vfork_events; }, ""},
+    {"exec-events+", Capability::ExecEvents, [](const Dialect& d) { return d.exec_events; }, ""},
+    {"QNonStop+", Capability::NonStop, always, "QNonStop:0"},
+    {"QDisableRandomization+", Capability::Base, always, "QDisableRandomization:1"},
     // LLDB reads stop signals as the platform's numbers; say that we send those (lldb-server does).
-    {"native-signals+", [](const ServerFeatures&, const Dialect& d) { return d.lldb; }},
-    {"Qbtrace:bts+", bts},
-    {"Qbtrace-conf:bts:size+", bts},
-    {"Qbtrace:pt+", pt},
-    {"Qbtrace-conf:pt:size+", pt},
-    {"Qbtrace:off+", bts},
-    {"qXfer:btrace:read+", bts},
-    {"qXfer:btrace-conf:read+", bts},
-    {"swbreak+", [](const ServerFeatures&, const Dialect& d) { return d.swbreak; }},
-    {"hwbreak+", [](const ServerFeatures&, const Dialect& d) { return d.hwbreak; }},
-    {"vContSupported+", always},
-    {"QThreadEvents+", always},
-    {"no-resumed+", [](const ServerFeatures& s, const Dialect& d) { return s.no_resumed && d.no_resumed; }},
-    {"stepbranch+", [](const ServerFeatures& s, const Dialect&) { return s.stepbranch; }},
+    {"native-signals+", Capability::Base, [](const Dialect& d) { return d.lldb; }, ""},
+    {"Qbtrace:bts+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
+    {"Qbtrace-conf:bts:size+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
+    {"Qbtrace:pt+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
+    {"Qbtrace-conf:pt:size+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
+    {"Qbtrace:off+", Capability::BtraceBts, always, "Qbtrace:off"},
+    {"swbreak+", Capability::Base, [](const Dialect& d) { return d.swbreak; }, ""},
+    {"hwbreak+", Capability::Base, [](const Dialect& d) { return d.hwbreak; }, ""},
+    {"vContSupported+", Capability::Base, always, "vCont?"},
+    {"QThreadEvents+", Capability::ThreadEvents, always, "QThreadEvents:0"},
+    {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
+    {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},
 };
 
 }  // namespace
 
-std::string format_qsupported(const ServerFeatures& server, const Dialect& dialect) {
-  std::string out = "PacketSize=" + hex_u64(server.packet_size);
-  for (const Row& row : kRows) {
-    if (!row.listed(server, dialect)) continue;
+std::vector<FeatureRow> feature_rows() {
+  std::vector<FeatureRow> out;
+  for (const Row& r : kRows) out.push_back(FeatureRow{r.name, r.needs, r.probe});
+  return out;
+}
+
+std::string format_qsupported(const Capabilities& server, const Dialect& dialect) {
+  std::string out = "PacketSize=" + hex_u64(kPacketSize);
+  auto add = [&out](std::string_view name) {
     out += ';';
-    out += row.name;
+    out += name;
+  };
+  for (const Row& row : kRows)
+    if (server.has(row.needs) && row.listed(dialect)) add(row.name);
+  for (const XferObject& o : xfer_objects()) {
+    if (!server.has(o.needs)) continue;
+    add("qXfer:" + std::string(o.name) + ":read+");
+    if (o.writable) add("qXfer:" + std::string(o.name) + ":write+");
   }
   return out;
 }

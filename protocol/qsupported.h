@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "protocol/capabilities.h"
 #include "protocol/packets.h"
 #include "protocol/replies.h"
 
@@ -17,34 +18,35 @@ struct ClientFeatures {
   bool fork_events = false;
   bool vfork_events = false;
   bool exec_events = false;
-  bool vcont_supported = false;
   bool no_resumed = false;
   bool thread_events = false;
   bool xml_registers = false;
+  bool xml_registers_other = false;  // xmlRegisters also named a non-x86 architecture (LLDB)
 };
 
 ClientFeatures parse_client_features(const QuerySupported& q);
 
-// Dialect from what the client offered. LLDB-ness is not decided here (see Dialect::lldb).
-// fork/vfork/exec events are only turned on when the server lists them too.
-struct ServerFeatures;
+// The dialect from what the client offered and what the server can do: the one place where
+// GDB and LLDB are told apart (LLDB lists every architecture it knows in xmlRegisters; GDB
+// names only i386 on x86), and where fork/vfork/exec events and 'N' are turned on (both sides
+// must have them).
+Dialect negotiate(const QuerySupported& q, const Capabilities& server);
+// With every capability (tests).
 Dialect negotiate(const QuerySupported& q);
-Dialect negotiate(const QuerySupported& q, const ServerFeatures& server);
 
-// What this server can do; the qSupported reply is built from it.
-struct ServerFeatures {
-  uint32_t packet_size = 0x20000;
-  bool btrace = true;                   // Qbtrace:* and qXfer:btrace* (BTS)
-  bool btrace_pt = true;                // list Qbtrace:pt (GDB tries pt first, then bts)
-  bool stepbranch = true;               // our "stepbranch" packet
-  bool extended_remote_allowed = true;  // reserved: the '!' packet is not a qSupported feature
-  bool fork_events = true;              // fork stops; the child is held until D;<child>
-  bool vfork_events = true;             // vfork and vforkdone stops
-  bool exec_events = true;              // an exec stop says "exec:<path>" (LLDB: reason:exec)
-  bool no_resumed = true;               // 'N' when every resumed thread has exited
-  bool non_stop = false;                // QNonStop+
+// The qSupported reply: every feature whose capability the server has (and, for the
+// client-dependent ones, that the dialect turned on).
+std::string format_qsupported(const Capabilities& server, const Dialect& dialect);
+
+// One listed feature and a packet that exercises it (tests send each one and expect an
+// answer that is not "unsupported").
+struct FeatureRow {
+  std::string_view name;
+  Capability needs;
+  std::string_view probe;  // a packet the feature promises to serve ("" when none applies)
 };
+std::vector<FeatureRow> feature_rows();
 
-std::string format_qsupported(const ServerFeatures& server, const Dialect& dialect);
+constexpr uint32_t kPacketSize = 0x20000;
 
 }  // namespace protocol

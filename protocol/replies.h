@@ -19,11 +19,8 @@ struct Dialect {
   bool fork_events = false;
   bool vfork_events = false;
   bool exec_events = false;
-  bool vcont_supported = false;
   bool no_resumed = false;
-  bool xml_registers = false;  // xmlRegisters=i386 offered
-  bool lldb = false;           // decided from LLDB-only probes (QThreadSuffixSupported, qHostInfo...)
-  bool thread_suffix = false;  // LLDB QThreadSuffixSupported accepted
+  bool lldb = false;           // LLDB (negotiate(): its qSupported offer), or an LLDB-only packet seen
   bool list_threads_in_stop = false;  // LLDB QListThreadsInStopReply accepted
   bool error_strings = false;  // LLDB QEnableErrorStrings
   // Not negotiated: what the server was started with (--disable-packet); kept across qSupported.

@@ -234,7 +234,7 @@ void stop_replies() {
   check(format_thread_id(0x1a, 0x1b, true) == "p1a.1b", "thread id");
   check(parse_thread_id(format_thread_id(0x1a, 0x1b, true)) == ThreadId{0x1a, 0x1b}, "thread id round trip");
   check(xfer_chunk("abcdef", 0, 4) == "mabcd" && xfer_chunk("abcdef", 4, 4) == "lef", "qXfer chunks");
-  std::string sup = format_qsupported(ServerFeatures{}, gdb);
+  std::string sup = format_qsupported(Capabilities{}, gdb);
   check(sup.rfind("PacketSize=", 0) == 0 && sup.find(";multiprocess+") != std::string::npos &&
             sup.find(";swbreak+") != std::string::npos && sup.find(";QStartNoAckMode+") != std::string::npos,
         "qSupported reply lists what was negotiated");

@@ -1,6 +1,8 @@
 #include "server/server.h"
 
+#include "backend/features.h"
 #include "backend/launch.h"
+#include "server/capabilities.h"
 
 #include <netdb.h>
 #include <sched.h>
@@ -93,6 +95,11 @@ backend::Result<pid_t> Server::attach(pid_t pid) {
   add_process(std::move(*process));
   log_.notice(fmt::format("Attached; pid = {}", pid));
   return pid;
+}
+
+const protocol::Capabilities& Server::capabilities() {
+  if (!capabilities_) capabilities_ = derive_capabilities(backend::supported_features(probe()));
+  return *capabilities_;
 }
 
 backend::ProcessSettings Server::process_settings() {

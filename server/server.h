@@ -16,6 +16,7 @@
 #include "backend/probe.h"
 #include "backend/thread_db.h"
 #include "server/log.h"
+#include "protocol/capabilities.h"
 #include "server/options.h"
 #include "server/process_table.h"
 #include "server/session.h"
@@ -71,6 +72,8 @@ class Server {
   // How every process is run: trace source, watchpoint emulation, single-block stepping (from
   // the cached probe), busy polling, --debug logging.
   backend::ProcessSettings process_settings();
+  // What this server serves and advertises (from the backend's features and the probe).
+  const protocol::Capabilities& capabilities();
   // --busy-poll: how long to keep polling after an event (0 on a single CPU).
   std::chrono::microseconds busy_poll() const;
   // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
@@ -113,6 +116,7 @@ class Server {
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
+  std::optional<protocol::Capabilities> capabilities_;
   std::optional<backend::LbrDevice> lbr_device_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;

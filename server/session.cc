@@ -82,7 +82,7 @@ void Session::on_bytes(std::string_view bytes) {
 void Session::on_packet(const std::string& payload) {
   server_.log().packet('<', payload);
   ++packets_seen_;
-  protocol::Request request = protocol::parse_request(payload);
+  protocol::Request request = protocol::parse_request(payload, server_.capabilities());
   const auto* read = std::get_if<protocol::ReadMemory>(&request);
   auto prepared = read ? read_ahead_.take(*read) : (read_ahead_.drop(), std::nullopt);
   if (prepared) {

@@ -30,10 +30,9 @@ Reply handle(Session& s, const BtraceEnable& b) {
     return ok();
   }
   if (b.format == "pt") {
-    // PT never works where no probe saw it work; GDB's plain `record btrace` then tries BTS.
-    const auto& report = s.server().probe();
-    if (!report.pt_works)
-      return error_text("Intel PT is not available on this machine (see 'branchstub --probe'). "
+    // Not advertised without the capability; GDB's plain `record btrace` then tries BTS.
+    if (!s.server().capabilities().has(Capability::BtracePt))
+      return error_text("Intel PT is not available here (see 'branchstub --probe'). "
                         "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
     return error_text("Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
   }

@@ -56,11 +56,10 @@ std::string error_reply(Session& s, const backend::Error& e, int code) {
 Reply handle(Session& s, const QuerySupported& q) {
   // The one place the client dialect is decided: GDB always offers swbreak+, LLDB never does.
   DisabledPackets disabled = s.dialect().disabled;  // the server's --disable-packet, not negotiated
-  s.dialect() = negotiate(q);
+  const auto& capabilities = s.server().capabilities();
+  s.dialect() = negotiate(q, capabilities);
   s.dialect().disabled = disabled;
-  if (!s.dialect().swbreak) s.note_lldb();
-  ServerFeatures features;
-  return format_qsupported(features, s.dialect());
+  return format_qsupported(capabilities, s.dialect());
 }
 
 Reply handle(Session&, const MustReplyEmpty&) { return empty(); }
@@ -232,7 +231,10 @@ Reply handle(Session& s, const SetCatchSyscalls& q) {
   return ok();
 }
 
-Reply handle(Session&, const SetThreadEvents&) { return ok(); }
+
+// Thread creation/exit events are not implemented: the ThreadEvents capability is off, so the
+// packet is parsed as unknown and never reaches here.
+Reply handle(Session&, const SetThreadEvents&) { return empty(); }
 
 Reply handle(Session& s, const Malformed& m) {
   s.server().log().event("malformed packet: {}", m.what);

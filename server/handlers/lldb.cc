@@ -76,7 +76,6 @@ Reply handle(Session& s, const MemoryRegionInfo& m) {
 
 Reply handle(Session& s, const ThreadSuffixSupported&) {
   s.note_lldb();
-  s.dialect().thread_suffix = true;
   return ok();
 }
 

@@ -50,7 +50,7 @@ struct Formatter {
 
   void operator()(const QuerySupported& q) {
     dialect = negotiate(q);
-    sink += format_qsupported(ServerFeatures{}, dialect);
+    sink += format_qsupported(Capabilities::all(), dialect);
   }
   void operator()(const SetThread& h) {
     sink += format_thread_id(h.thread.pid.value_or(1), h.thread.tid, dialect.multiprocess);

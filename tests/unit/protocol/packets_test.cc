@@ -375,10 +375,11 @@ TEST_CASE("qXfer write", "[packets]") {
   auto b = as<XferWrite>("qXfer:siginfo:write::1a:\x0b:,\0\xff"sv);
   CHECK(b.offset == 0x1au);
   CHECK(b.data == std::vector<uint8_t>{0x0b, ':', ',', 0x00, 0xff});
-  auto named = as<XferWrite>("qXfer:spu:write:3/mem:10:x");
-  CHECK(named.object == "spu");
+  auto named = as<XferWrite>("qXfer:siginfo:write:3/mem:10:x");
+  CHECK(named.object == "siginfo");
   CHECK(named.annex == "3/mem");
   CHECK(named.offset == 0x10u);
+  CHECK(unknown("qXfer:spu:write:3/mem:10:x"));  // an object the server does not have
   CHECK(as<XferWrite>("qXfer:siginfo:write::0:").data.empty());
   CHECK(malformed("qXfer:siginfo:write::0"));
   CHECK(malformed("qXfer:siginfo:write:"));

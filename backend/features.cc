@@ -1,0 +1,20 @@
+#include "backend/features.h"
+
+namespace backend {
+
+Features supported_features(const ProbeReport& probe) {
+  Features f;
+  f.branch_trace = true;       // the software source needs nothing but ptrace
+  f.intel_pt = false;          // no PT reader yet: never advertised, whatever the PMU
+  (void)probe.pt_works;
+  f.catch_syscalls = true;     // PTRACE_SYSCALL with PTRACE_O_TRACESYSGOOD
+  f.fork_events = true;
+  f.exec_events = true;
+  f.no_resumed = true;
+  f.non_stop = false;
+  f.thread_events = false;     // QThreadEvents is not implemented
+  f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
+  return f;
+}
+
+}  // namespace backend

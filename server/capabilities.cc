@@ -1,0 +1,21 @@
+#include "server/capabilities.h"
+
+namespace server {
+
+protocol::Capabilities derive_capabilities(const backend::Features& f) {
+  using protocol::Capability;
+  protocol::Capabilities c;
+  c.set(Capability::BtraceBts, f.branch_trace);
+  c.set(Capability::BtracePt, f.intel_pt);
+  c.set(Capability::CatchSyscalls, f.catch_syscalls);
+  c.set(Capability::ForkEvents, f.fork_events);
+  c.set(Capability::VforkEvents, f.fork_events);
+  c.set(Capability::ExecEvents, f.exec_events);
+  c.set(Capability::NoResumed, f.no_resumed);
+  c.set(Capability::NonStop, f.non_stop);
+  c.set(Capability::ThreadEvents, f.thread_events);
+  c.set(Capability::StepBranch, f.stepbranch);
+  return c;
+}
+
+}  // namespace server
