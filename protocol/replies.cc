@@ -1,5 +1,7 @@
 #include "protocol/replies.h"
 
+#include <cerrno>
+
 #include <fmt/format.h>
 
 #include "protocol/hex.h"
@@ -176,17 +178,16 @@ std::string format_exit_reply(const ExitReply& exit, const Dialect& d) {
   return out;
 }
 
-std::string error(int code) { return fmt::format("E{:02x}", static_cast<uint8_t>(code & 0xff)); }
+std::string error_code(int err) { return fmt::format("E{:02x}", static_cast<uint8_t>(err & 0xff)); }
 
-std::string error_text(std::string_view text) { return "E." + std::string(text); }
-
-std::string error_for(const Dialect& d, int code, std::string_view text) {
-  if (d.error_strings) return error(code) + ";" + to_hex(text);
-  return error(code);
+std::string error_reply(const Dialect& d, int err, std::string_view text, ErrorForm form) {
+  if (d.lldb) return d.error_strings ? error_code(err) + ";" + to_hex(text) : error_code(err);
+  if (form == ErrorForm::Code || text.empty()) return error_code(err);
+  return "E." + std::string(text);
 }
 
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length) {
-  if (offset > document.size()) return error(1);
+  if (offset > document.size()) return error_code(1);  // gdbserver's answer
   uint64_t available = document.size() - offset;
   uint64_t n = length < available ? length : available;
   char kind = n < available ? 'm' : 'l';

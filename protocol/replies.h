@@ -71,10 +71,15 @@ std::string format_exit_reply(const ExitReply& exit, const Dialect& dialect);
 // Helpers for common replies.
 inline std::string ok() { return "OK"; }
 inline std::string empty() { return {}; }
-std::string error(int code);                     // "E01"
-std::string error_text(std::string_view text);   // "E.text" (GDB shows the text)
-// "E.msg" when the client wants strings (LLDB QEnableErrorStrings: "Exx;hexmsg"), else "Exx".
-std::string error_for(const Dialect& dialect, int code, std::string_view text);
+
+// The one error reply, carrying the errno and the reason as far as the client takes them:
+// GDB shows the text after "E."; LLDB takes "Exx" with the errno, plus ";hex(text)" once it
+// asked for error strings (QEnableErrorStrings). A few GDB replies are read as a numeric code
+// only (a failed memory read): ErrorForm::Code gives "Exx" there.
+enum class ErrorForm { Text, Code };
+std::string error_reply(const Dialect& dialect, int err, std::string_view text, ErrorForm form = ErrorForm::Text);
+// "Exx" with no dialect at hand (framing: an oversized packet).
+std::string error_code(int err);
 
 // qXfer reply for [offset, offset+length) of a complete document: "m..." or "l..." (escaped).
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length);

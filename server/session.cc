@@ -70,7 +70,7 @@ void Session::on_bytes(std::string_view bytes) {
         break;
       case Kind::Oversized:
         if (!no_ack_) transport_->write("+");
-        write_packet(protocol::error(1));
+        write_packet(protocol::error_reply(dialect_, EMSGSIZE, "Packet too long."));
         break;
       case Kind::Ack:
         break;
@@ -170,7 +170,7 @@ void Session::on_stop(const backend::StopEvent& event) {
 std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbranch) {
   using backend::StopKind;
   if (event.kind == StopKind::NoResumed)  // gdbserver's words for a client without no-resumed+
-    return dialect_.no_resumed ? std::string("N") : protocol::error_text("No unwaited-for children left.");
+    return dialect_.no_resumed ? std::string("N") : protocol::error_reply(dialect_, ECHILD, "No unwaited-for children left.");
   if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
     protocol::ExitReply exit;
     exit.pid = event.pid;

@@ -42,7 +42,7 @@ void log_hw_point(Session& s, bool insert, const InsertBreakpoint& z, const back
 
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
   log_hw_point(s, true, z, r);
   // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
@@ -54,7 +54,7 @@ Reply handle(Session& s, const InsertBreakpoint& z) {
 
 Reply handle(Session& s, const RemoveBreakpoint& z) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
   log_hw_point(s, false, InsertBreakpoint{z.type, z.addr, z.kind}, r);
   if (!r) {

@@ -22,30 +22,31 @@ std::optional<uint64_t> parse_size(const std::string& text) {
 Reply handle(Session& s, const BtraceEnable& b) {
   auto* p = s.process();
   pid_t tid = s.general_thread();
-  if (!p || tid <= 0) return error_text("No such thread.");
+  if (!p || tid <= 0) return no_thread(s);
   auto& tracer = p->tracer();
   if (b.format == "off") {
-    if (!tracer.enabled(tid)) return error_text("Branch tracing not enabled.");
-    if (auto r = tracer.disable(tid); !r) return error_text("Could not disable branch tracing.");
+    if (!tracer.enabled(tid)) return error_reply(s, ENOENT, "Branch tracing not enabled.");
+    if (auto r = tracer.disable(tid); !r) return error_reply(s, r.error().code, "Could not disable branch tracing.");
     return ok();
   }
   if (b.format == "pt") {
     // Not advertised without the capability; GDB's plain `record btrace` then tries BTS.
     if (!s.server().capabilities().has(Capability::BtracePt))
-      return error_text("Intel PT is not available here (see 'branchstub --probe'). "
+      return error_reply(s, EOPNOTSUPP, "Intel PT is not available here (see 'branchstub --probe'). "
                         "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
-    return error_text("Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
+    return error_reply(s, EOPNOTSUPP, "Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
   }
-  if (b.format != "bts") return error_text("Bad Qbtrace operation.  Use bts, pt, or off.");
-  if (tracer.enabled(tid)) return error_text("Btrace already enabled.");
-  if (auto r = tracer.enable(tid); !r) return error_text(r.error().message);
+  if (b.format != "bts") return error_reply(s, EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
+  if (tracer.enabled(tid)) return error_reply(s, EEXIST, "Btrace already enabled.");
+  if (auto r = tracer.enable(tid); !r) return error_reply(s, r.error());
   return ok();
 }
 
 Reply handle(Session& s, const BtraceConf& c) {
-  if (c.key != "size" || (c.format != "bts" && c.format != "pt")) return error_text("Bad Qbtrace configuration option.");
+  if (c.key != "size" || (c.format != "bts" && c.format != "pt"))
+    return error_reply(s, EINVAL, "Bad Qbtrace configuration option.");
   auto size = parse_size(c.value);
-  if (!size) return error_text("Bad size value.");
+  if (!size) return error_reply(s, EINVAL, "Bad size value.");
   if (c.format == "bts")
     if (auto* p = s.process()) p->tracer().set_buffer_size(*size);
   return ok();
@@ -55,12 +56,12 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
   auto* p = s.process();
   pid_t tid = s.general_thread();
   if (!p || tid <= 0) {
-    error_out = error_text("No such thread.");
+    error_out = no_thread(s);
     return std::nullopt;
   }
   auto& tracer = p->tracer();
   if (!tracer.enabled(tid)) {
-    error_out = error_text("Btrace not enabled.");
+    error_out = error_reply(s, ENOENT, "Btrace not enabled.");
     return std::nullopt;
   }
   backend::TraceRead kind;
@@ -68,12 +69,12 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
   else if (annex == "new") kind = backend::TraceRead::New;
   else if (annex == "delta") kind = backend::TraceRead::Delta;
   else {
-    error_out = error_text("Bad annex.");
+    error_out = error_reply(s, EINVAL, "Bad annex.");
     return std::nullopt;
   }
   auto blocks = tracer.read(tid, kind);
   if (!blocks) {
-    error_out = error_text(blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
+    error_out = error_reply(s, blocks.error().code, blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
     return std::nullopt;
   }
   std::vector<BtraceBlockSpec> specs;
@@ -86,7 +87,7 @@ std::optional<std::string> btrace_conf_document(Session& s, std::string& error_o
   auto* p = s.process();
   pid_t tid = s.general_thread();
   if (!p || tid <= 0 || !p->tracer().enabled(tid)) {
-    error_out = error_text("Btrace not enabled.");
+    error_out = error_reply(s, ENOENT, "Btrace not enabled.");
     return std::nullopt;
   }
   return btrace_conf_xml(p->tracer().buffer_size(tid), std::nullopt);

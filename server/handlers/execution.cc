@@ -26,7 +26,7 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
 using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
 
 Reply start_resume(Session& s, Plans plans) {
-  if (plans.empty()) return error(1);
+  if (plans.empty()) return error_reply(s, EINVAL, "No thread to resume.");
   // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
   for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
   auto& table = s.server().process_table();
@@ -57,7 +57,7 @@ void kill_everything(Session& s) {
 // The stop a new process (vRun, vAttach) starts in, with that process selected.
 Reply reply_for_new_process(Session& s, pid_t pid) {
   auto* p = s.server().process_for(pid);
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   s.select_process(p->pid());
   if (p->alive()) s.set_general_thread(p->last_stop().tid);
   return s.stop_reply_for(p->last_stop());
@@ -68,7 +68,7 @@ Reply reply_for_new_process(Session& s, pid_t pid) {
 Reply handle(Session&, const VContQuery&) { return std::string("vCont;c;C;t;s;S;r"); }
 
 Reply handle(Session& s, const VCont& v) {
-  if (!s.process()) return error(1);
+  if (!s.process()) return no_process(s);
   // Naming a held fork child's process in an action takes it on, as Hg does.
   for (const auto& action : v.actions)
     if (action.thread && action.thread->pid && *action.thread->pid > 0)
@@ -97,7 +97,7 @@ Reply handle(Session& s, const VCont& v) {
 
 Reply handle(Session& s, const LegacyResume& r) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   pid_t tid = s.continue_thread() > 0 && p->has_thread(s.continue_thread()) ? s.continue_thread() : s.general_thread();
   if (r.addr) {
     auto regs = p->read_registers(tid);
@@ -118,9 +118,9 @@ Reply handle(Session& s, const VCtrlC&) {
 
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
-  if (!p) return error_text("No process.");
+  if (!p) return no_process(s);
   pid_t tid = s.general_thread();
-  if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_text(r.error().message);
+  if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(s, r.error());
   s.expect_stop(Waiting::StepBranch);
   s.server().resumed();
   return std::nullopt;
@@ -152,7 +152,7 @@ Reply handle(Session& s, const Detach& d) {
   auto& server = s.server();
   // D;pid may name a held fork child the client never took on (detach-on-fork on).
   backend::Process* target = d.pid ? server.process_for(*d.pid) : s.process();
-  if (!target || !target->alive()) return error(1);
+  if (!target || !target->alive()) return error_reply(s, ESRCH, "No such process.");
   // Detaching a process while a fork child of it is held: the client follows the child
   // (follow-fork-mode child), which is debugged from now on.
   server.process_table().name_children_of(target->pid());
@@ -167,14 +167,15 @@ Reply handle(Session& s, const Detach& d) {
 }
 
 Reply handle(Session& s, const VRun& r) {
-  if (!s.server().options().multi && !s.extended()) return error_text("vRun needs extended-remote (branchstub --multi).");
+  if (!s.server().options().multi && !s.extended())
+    return error_reply(s, EPERM, "vRun needs extended-remote (branchstub --multi).");
   std::vector<std::string> argv = r.argv;
   if (argv.empty() || argv.front().empty()) {
     // No program named: the program of the last run (vRun or command line), with the new
     // arguments, as gdbserver does. GDB sends that for a second inferior's `run` and for a
     // `run` without `set remote exec-file`.
     const auto& last = s.server().last_run();
-    if (last.empty()) return error_text("No program given to run.");
+    if (last.empty()) return error_reply(s, ENOENT, "No program given to run.");
     if (argv.empty()) argv.push_back(last.front());
     else argv.front() = last.front();
   }
@@ -183,7 +184,7 @@ Reply handle(Session& s, const VRun& r) {
   if (!s.dialect().multiprocess) kill_everything(s);
   s.server().forget_dead_processes();
   auto launched = s.server().launch(argv);
-  if (!launched) return error_text(launched.error().message);
+  if (!launched) return error_reply(s, launched.error());
   return reply_for_new_process(s, *launched);
 }
 
@@ -211,10 +212,10 @@ Reply handle(Session& s, const Restart&) {
 }
 
 Reply handle(Session& s, const VAttach& a) {
-  if (s.process() && !s.dialect().multiprocess) return error_text("Already debugging a process.");
-  if (s.server().process_for(a.pid)) return error_text("Already debugging that process.");
+  if (s.process() && !s.dialect().multiprocess) return error_reply(s, EBUSY, "Already debugging a process.");
+  if (s.server().process_for(a.pid)) return error_reply(s, EBUSY, "Already debugging that process.");
   s.server().forget_dead_processes();
-  if (auto r = s.server().attach(a.pid); !r) return error_text(r.error().message);
+  if (auto r = s.server().attach(a.pid); !r) return error_reply(s, r.error());
   return reply_for_new_process(s, a.pid);
 }
 

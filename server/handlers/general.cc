@@ -49,8 +49,12 @@ backend::StopEvent as_plain_stop(backend::StopEvent event) {
 
 }  // namespace
 
-std::string error_reply(Session& s, const backend::Error& e, int code) {
-  return error_for(s.dialect(), code, e.message);
+std::string error_reply(Session& s, const backend::Error& e, ErrorForm form) {
+  return protocol::error_reply(s.dialect(), e.code, e.message, form);
+}
+
+std::string error_reply(Session& s, int err, std::string_view reason, ErrorForm form) {
+  return protocol::error_reply(s.dialect(), err, reason, form);
 }
 
 Reply handle(Session& s, const QuerySupported& q) {
@@ -109,23 +113,23 @@ Reply handle(Session& s, const QueryHaltReason&) {
 
 Reply handle(Session& s, const SetThread& h) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   if (h.thread.pid && *h.thread.pid > 0) {
     // Another process: one we debug already, or a held fork child, which the client takes
     // on by naming it (GDB and LLDB name the child to take breakpoints out of it, or to
     // debug it).
     backend::Process* target = s.server().process_for(*h.thread.pid);
-    if (!target || !target->alive()) return error(1);
+    if (!target || !target->alive()) return error_reply(s, ESRCH, "No such process.");
     s.server().process_table().name(target->pid());
     if (h.op == 'g') s.select_process(*h.thread.pid);
     p = target;
   } else if (h.op == 'g' && !h.thread.pid) {
     s.select_process(0);
     p = s.process();
-    if (!p) return error(1);
+    if (!p) return no_process(s);
   }
   pid_t tid = h.thread.tid;
-  if (tid > 0 && !p->has_thread(tid)) return error(1);
+  if (tid > 0 && !p->has_thread(tid)) return no_thread(s);
   if (h.op == 'g') s.set_general_thread(tid);
   else s.set_continue_thread(tid);
   return ok();
@@ -133,18 +137,18 @@ Reply handle(Session& s, const SetThread& h) {
 
 Reply handle(Session& s, const QueryCurrentThread&) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   return "QC" + format_thread_id(p->pid(), s.general_thread(), s.dialect().multiprocess);
 }
 
 Reply handle(Session& s, const ThreadAlive& t) {
   // Any process's thread: GDB asks about inferior 1's thread while inferior 2 is selected.
-  if (t.thread.tid <= 0) return error(1);
+  if (t.thread.tid <= 0) return no_thread(s);
   for (auto* p : s.server().processes()) {
     if (t.thread.pid && *t.thread.pid > 0 && *t.thread.pid != p->pid()) continue;
     if (p->alive() && p->has_thread(t.thread.tid)) return ok();
   }
-  return error(1);
+  return no_thread(s);
 }
 
 Reply handle(Session& s, const ThreadInfoFirst&) {
@@ -166,14 +170,16 @@ Reply handle(Session&, const ThreadInfoNext&) { return std::string("l"); }
 
 Reply handle(Session& s, const QueryAttached&) {
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   return std::string(p->was_attached() ? "1" : "0");
 }
 
 Reply handle(Session&, const QueryOffsets&) { return empty(); }
 Reply handle(Session&, const QuerySymbol&) { return ok(); }
 Reply handle(Session&, const QueryTStatus&) { return empty(); }
-Reply handle(Session&, const SetNonStop& n) { return n.on ? error(1) : ok(); }
+Reply handle(Session& s, const SetNonStop& n) {
+  return n.on ? error_reply(s, EOPNOTSUPP, "Non-stop mode is not supported.") : ok();
+}
 
 Reply handle(Session& s, const SetPassSignals& q) {
   if (auto* p = s.process()) p->set_pass_signals(host_signals(s, q.gdb_signals));
@@ -197,7 +203,7 @@ Reply handle(Session& s, const SetStartupWithShell& q) {
 
 Reply handle(Session& s, const SetEnvironment& q) {
   auto eq = q.var_eq_value.find('=');
-  if (eq == std::string::npos) return error(1);
+  if (eq == std::string::npos) return error_reply(s, EINVAL, "QEnvironmentHexEncoded: expected NAME=VALUE.");
   auto& launch = s.server().launch_settings();
   launch.env_set[q.var_eq_value.substr(0, eq)] = q.var_eq_value.substr(eq + 1);
   launch.env_unset.erase(q.var_eq_value.substr(0, eq));
@@ -238,7 +244,7 @@ Reply handle(Session&, const SetThreadEvents&) { return empty(); }
 
 Reply handle(Session& s, const Malformed& m) {
   s.server().log().event("malformed packet: {}", m.what);
-  return error_for(s.dialect(), 1, m.what);
+  return error_reply(s, EINVAL, m.what);
 }
 
 Reply handle(Session&, const Unknown&) { return empty(); }

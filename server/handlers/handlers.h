@@ -3,6 +3,8 @@
 // hostio_handlers.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc.
 #pragma once
 
+#include <cerrno>
+
 #include "backend/btrace/tracer.h"
 #include "backend/process.h"
 #include "protocol/packets.h"
@@ -106,7 +108,11 @@ Reply handle(Session&, const Monitor&);
 // Text printed by `monitor stepbranch` once the step finished.
 std::string monitor_stepbranch_text(Session&, const backend::StopEvent&);
 
-// Shared by handlers: the error reply for a backend failure in this client's dialect.
-std::string error_reply(Session&, const backend::Error&, int code = 1);
+// The one error reply (protocol::error_reply in this client's dialect): the errno and the
+// reason of a backend failure, or of a request the handler refuses.
+std::string error_reply(Session&, const backend::Error&, ErrorForm form = ErrorForm::Text);
+std::string error_reply(Session&, int err, std::string_view reason, ErrorForm form = ErrorForm::Text);
+inline std::string no_process(Session& s) { return error_reply(s, ESRCH, "No process."); }
+inline std::string no_thread(Session& s) { return error_reply(s, ESRCH, "No such thread."); }
 
 }  // namespace server

@@ -44,7 +44,7 @@ Reply handle(Session& s, const HostInfo&) {
 Reply handle(Session& s, const ProcessInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   int pid = p->pid();
   return fmt::format("pid:{:x};parent-pid:{:x};real-uid:{:x};real-gid:{:x};effective-uid:{:x};effective-gid:{:x};"
                      "triple:{};ostype:linux;endian:little;ptrsize:8;",
@@ -55,7 +55,7 @@ Reply handle(Session& s, const ProcessInfo&) {
 Reply handle(Session& s, const MemoryRegionInfo& m) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   auto regions = p->memory_map();
   if (!regions) return error_reply(s, regions.error());
   uint64_t next_start = 0;
@@ -100,7 +100,7 @@ static backend::StopEvent stop_of_thread(Session& s, backend::Process& p, pid_t 
 Reply handle(Session& s, const ThreadsInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return error(1);
+  if (!p) return no_process(s);
   std::vector<StopReply> threads;
   for (pid_t tid : p->threads()) threads.push_back(s.describe_stop(stop_of_thread(s, *p, tid)));
   return escape_binary(threads_info_json(threads));
@@ -121,7 +121,7 @@ Reply handle(Session& s, const WatchpointSupportInfo&) {
 Reply handle(Session& s, const ThreadStopInfo& t) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p || !p->has_thread(t.tid)) return error(1);
+  if (!p || !p->has_thread(t.tid)) return no_thread(s);
   return s.stop_reply_for(stop_of_thread(s, *p, t.tid));
 }
 

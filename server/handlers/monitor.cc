@@ -137,7 +137,7 @@ std::string help_text() {
 // then E01, which GDB reports as "Protocol error with Rcmd".
 Reply unknown_command(Session& s, std::string_view why) {
   s.send_console(std::string(why) + help_text());
-  return error(1);
+  return error_reply(s, EINVAL, "Unknown monitor command.", ErrorForm::Code);
 }
 
 // `set NAME VALUE` (the text after "set"): the row for NAME.

@@ -22,9 +22,9 @@ backend::Process* process_of(Session& s, const ThreadId& id) {
 }  // namespace
 
 Reply handle(Session& s, const GetTlsAddress& q) {
-  if (q.thread.tid <= 0) return error(1);
+  if (q.thread.tid <= 0) return no_thread(s);
   backend::Process* p = process_of(s, q.thread);
-  if (!p || !p->alive() || p->running() || !p->has_thread(q.thread.tid)) return error(1);
+  if (!p || !p->alive() || p->running() || !p->has_thread(q.thread.tid)) return no_thread(s);
   auto addr = s.server().thread_db().tls_address(*p, q.thread.tid, q.offset, q.lm);
   if (!addr) {
     s.server().log().event("qGetTLSAddr thread {} offset {:#x} lm {:#x}: {}", q.thread.tid, q.offset, q.lm,

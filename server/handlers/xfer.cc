@@ -40,12 +40,12 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
     return table ? osdata_xml(table->type, table->items) : std::string();
   }
   if (!p) {
-    error_out = error(1);
+    error_out = no_process(s);
     return std::nullopt;
   }
   if (x.object == "features") {
     if (x.annex != "target.xml") {
-      error_out = error(0);
+      error_out = error_reply(s, ENOENT, "No such target description.");
       return std::nullopt;
     }
     return target_description(*p);
@@ -66,7 +66,7 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
     auto libs = p->libraries(&main_lm);
     // No DT_DEBUG: E01, so that GDB looks for the loader's r_debug itself (as with gdbserver).
     if (!libs) {
-      error_out = error(1);
+      error_out = error_reply(s, libs.error());
       return std::nullopt;
     }
     std::vector<LibraryEntry> entries;
@@ -108,10 +108,10 @@ Reply handle(Session& s, const XferWrite& x) {
   if (x.object != "siginfo") return empty();  // gdbserver: no other object is writable
   auto* p = s.process();
   pid_t tid = s.general_thread();
-  if (!p || tid <= 0) return error(1);
+  if (!p || tid <= 0) return no_thread(s);
   auto info = p->siginfo(tid);
   if (!info) return error_reply(s, info.error());
-  if (x.offset >= info->size()) return error(1);
+  if (x.offset >= info->size()) return error_reply(s, EINVAL, "Past the end of the siginfo.");
   // What does not fit in the siginfo is dropped; the reply says how much was taken.
   size_t n = std::min<size_t>(x.data.size(), info->size() - x.offset);
   std::copy_n(x.data.begin(), n, info->begin() + static_cast<long>(x.offset));

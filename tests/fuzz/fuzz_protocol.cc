@@ -99,7 +99,7 @@ struct Formatter {
     sink = format_stop_reply(s, dialect);
   }
   void operator()(const Monitor& m) {
-    sink = console_output(m.command) + error_text(m.command) + error_for(dialect, static_cast<int>(m.command.size()), m.command);
+    sink = console_output(m.command) + error_reply(dialect, static_cast<int>(m.command.size()), m.command);
   }
   // Conditions and commands survive a round trip through GDB's encoding.
   void operator()(const InsertBreakpoint& z) {
@@ -120,7 +120,7 @@ struct Formatter {
     if (z.commands) require(back.commands->persist == z.commands->persist && back.commands->bytecodes == z.commands->bytecodes);
     sink = again.substr(0, 4096);
   }
-  void operator()(const Malformed& m) { sink = error_text(m.what); }
+  void operator()(const Malformed& m) { sink = error_reply(dialect, EINVAL, m.what); }
   template <typename T>
   void operator()(const T&) {}
 };

@@ -23,7 +23,8 @@ def test_run_twice_attach_detach_kill(procs, heartbeat):
     assert re.search(r"Breakpoint 1, marker \(\)", out), r
     assert re.search(r"\$1 = 5\b", out), r
     assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
-    assert re.search(r"nanosleep", out), r          # attached where the sleeper waits
+    # Attached wherever the sleeper was: mostly its nanosleep, sometimes the heartbeat write.
+    assert re.search(r"0x[0-9a-f]+ in \w*(nanosleep|open|write|close)\w*", out), r
     assert re.search(r"\$2 = 1\b", out), r
     assert re.search(r"\[Inferior 1 \(process %d\) detached\]" % pid, out), r
     first = wait_heartbeat(heartbeat)

@@ -111,6 +111,7 @@ def test_raw_replies(procs):
     pid = m.group(1).decode()
     for payload in ["qGetTLSAddr:", "qGetTLSAddr:zz,0,0", "qGetTLSAddr:p%s.%s,0" % (pid, pid),
                     "qGetTLSAddr:p%s.7fffffff,0,0" % pid, "qGetTLSAddr:p%s.%s,0,0" % (pid, pid)]:
-        assert c.request(payload) == b"E01", payload
+        reply = c.request(payload)
+        assert reply == b"E01" or reply.startswith(b"E."), (payload, reply)  # gdbserver: E01
     assert c.request("qGetTLSAddr") == b""   # not this packet: unknown, empty reply
     c.close()

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+
 #include "protocol/replies.h"
 
 using namespace protocol;
@@ -116,13 +118,21 @@ TEST_CASE("exit replies", "[replies]") {
 TEST_CASE("errors and console output", "[replies]") {
   CHECK(ok() == "OK");
   CHECK(empty().empty());
-  CHECK(error(1) == "E01");
-  CHECK(error(0x2a) == "E2a");
-  CHECK(error_text("Btrace not enabled.") == "E.Btrace not enabled.");
-  Dialect d;
-  CHECK(error_for(d, 1, "no") == "E01");
-  d.error_strings = true;
-  CHECK(error_for(d, 1, "no") == "E01;6e6f");
+  CHECK(error_code(1) == "E01");
+  CHECK(error_code(0x2a) == "E2a");
+  CHECK(error_code(0x1ff) == "Eff");
+  Dialect gdb;
+  // GDB: the reason as text ("E." + text), or the errno where only a code is read.
+  CHECK(error_reply(gdb, ENOENT, "Btrace not enabled.") == "E.Btrace not enabled.");
+  CHECK(error_reply(gdb, EIO, "Cannot access memory.", ErrorForm::Code) == "E05");
+  CHECK(error_reply(gdb, ESRCH, "") == "E03");
+  // LLDB: the errno; the text too once it asked for error strings.
+  Dialect lldb;
+  lldb.lldb = true;
+  CHECK(error_reply(lldb, ESRCH, "no") == "E03");
+  lldb.error_strings = true;
+  CHECK(error_reply(lldb, ESRCH, "no") == "E03;6e6f");
+  CHECK(error_reply(lldb, EIO, "no", ErrorForm::Code) == "E05;6e6f");
   CHECK(console_output("hi\n") == "O68690a");
 }
 
