@@ -31,11 +31,6 @@ bool SoftwareBreakpoints::client_is_hardware(uint64_t addr) const {
   return it != table_.end() && it->second.client_refs == 0 && it->second.hardware_refs > 0;
 }
 
-bool SoftwareBreakpoints::has_internal(uint64_t addr) const {
-  auto it = table_.find(addr);
-  return it != table_.end() && it->second.internal_refs > 0;
-}
-
 Result<void> SoftwareBreakpoints::insert(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner) {
   auto it = table_.find(addr);
   if (it == table_.end()) {

@@ -30,7 +30,6 @@ class SoftwareBreakpoints {
   bool has_client(uint64_t addr) const;  // Client or ClientHardware
   // Only emulated hardware breakpoints of the client there: report the stop as a hardware one.
   bool client_is_hardware(uint64_t addr) const;
-  bool has_internal(uint64_t addr) const;
   bool empty() const { return table_.empty(); }
 
   // Step-over support: put the original byte back for a moment, then the int3 again.

@@ -105,12 +105,11 @@ bool is_elf(const std::string& path) {
 
 std::vector<std::string> build_environment(const LaunchOptions& o) {
   std::map<std::string, std::string> env;
-  if (!o.env_reset)
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      size_t eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   for (const auto& [k, v] : o.env_set) env[k] = v;
   for (const auto& k : o.env_unset) env.erase(k);
   std::vector<std::string> out;

@@ -375,8 +375,7 @@ void LinuxProcess::start_deferred() {
           stepper_.flow_done(*t, *insn->second, *out);
           const ResumeAction& a = it->second;
           uint64_t now = out->next_pc;
-          bool in_range = a.kind == ResumeKind::RangeStep && a.range_start <= now && now < a.range_end;
-          if (a.kind == ResumeKind::Step || (a.kind == ResumeKind::RangeStep && (!in_range || breakpoints_.has_client(now)))) {
+          if (step_ends_action(a, now)) {
             deferred_.clear();  // nobody ran: the emulated step alone is the event
             return report(*t, make_event(StopKind::Step, t->tid, SIGTRAP));
           }
@@ -456,6 +455,14 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   t.running = true;
 }
 
+// A step of the client's action ended at pc: is the action done? A step is; a range step when
+// pc leaves the range or reaches a client breakpoint (GDB then sees it as reached).
+bool LinuxProcess::step_ends_action(const ResumeAction& a, uint64_t pc) const {
+  if (a.kind == ResumeKind::Step) return true;
+  if (a.kind != ResumeKind::RangeStep) return false;
+  return pc < a.range_start || pc >= a.range_end || breakpoints_.has_client(pc);
+}
+
 bool LinuxProcess::at_syscall(pid_t tid) {
   auto insn = code_cache_.insn_at(get_pc(tid));
   return insn && insn->second && insn->second->kind == FlowKind::Syscall;
@@ -466,13 +473,7 @@ void LinuxProcess::proceed(LinuxThread& t) {
   if (stopping()) return;  // stays where it is; the next resume carries on
   if (t.in<run::Traced>()) return stepper_.continue_traced(t, 0);
   if (t.in<run::StepBranch>()) return stepper_.stepbranch_run(t);
-  if (t.in<run::RangeStep>()) {
-    uint64_t pc = get_pc(t.tid);
-    if (t.action.range_start <= pc && pc < t.action.range_end && !breakpoints_.has_client(pc))
-      return resume_thread(t, 0);
-    return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
-  }
-  if (t.action.kind == ResumeKind::Step) return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+  if (step_ends_action(t.action, get_pc(t.tid))) return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
   resume_thread(t, 0);
 }
 
@@ -751,8 +752,7 @@ void LinuxProcess::handle_step_done(LinuxThread& t) {
   if (auto* over = std::get_if<run::StepOver>(&t.mode)) {
     (void)breakpoints_.lower(mem_, over->addr);
     set_mode(t, run::Normal{});
-    bool in_range = t.action.kind == ResumeKind::RangeStep && t.action.range_start <= pc && pc < t.action.range_end;
-    if (t.action.kind == ResumeKind::Step || (t.action.kind == ResumeKind::RangeStep && !in_range)) {
+    if (step_ends_action(t.action, pc)) {
       deferred_.clear();  // the others never ran: the step alone is the event
       return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
     }
@@ -762,12 +762,9 @@ void LinuxProcess::handle_step_done(LinuxThread& t) {
     if (!stopping()) start_deferred();
     return;
   }
-  if (t.in<run::RangeStep>()) {
-    // Stop early on a breakpoint address: GDB then sees it as reached.
-    if (t.action.range_start <= pc && pc < t.action.range_end && !breakpoints_.has_client(pc)) {
-      if (!stopping()) resume_thread(t, 0);
-      return;
-    }
+  if (t.in<run::RangeStep>() && !step_ends_action(t.action, pc)) {
+    if (!stopping()) resume_thread(t, 0);
+    return;
   }
   report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
 }

@@ -152,6 +152,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void start_deferred();
   void resume_thread(LinuxThread& t, int signo);
   bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
+  bool step_ends_action(const ResumeAction& a, uint64_t pc) const;
 
   // ---- stopping ----
   void stop_others();

@@ -92,6 +92,20 @@ std::string read_thread_name(pid_t pid, pid_t tid) {
   return s;
 }
 
+ProcessIds read_process_ids(pid_t pid) {
+  ProcessIds ids;
+  auto text = read_text_file(fmt::format("/proc/{}/status", pid));
+  if (!text) return ids;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line.substr(line.find(':') == std::string::npos ? line.size() : line.find(':') + 1));
+    if (line.rfind("PPid:", 0) == 0) fields >> ids.ppid;
+    else if (line.rfind("Uid:", 0) == 0) fields >> ids.real_uid >> ids.effective_uid;  // real, effective, saved, fs
+    else if (line.rfind("Gid:", 0) == 0) fields >> ids.real_gid >> ids.effective_gid;
+  }
+  return ids;
+}
+
 char read_thread_state(pid_t pid, pid_t tid) {
   auto text = read_text_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
   if (!text) return '?';

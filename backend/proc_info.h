@@ -23,6 +23,9 @@ std::vector<pid_t> list_tasks(pid_t pid);           // /proc/pid/task, sorted
 std::string read_thread_name(pid_t pid, pid_t tid);  // comm without the newline, "" if gone
 int read_thread_core(pid_t pid, pid_t tid);          // field 39 of stat, -1 if unknown
 char read_thread_state(pid_t pid, pid_t tid);        // field 3 of stat (R, S, t, Z...), '?' if gone
+// Parent and real/effective user and group ids (/proc/PID/status); -1 where unreadable.
+struct ProcessIds { long ppid = -1, real_uid = -1, effective_uid = -1, real_gid = -1, effective_gid = -1; };
+ProcessIds read_process_ids(pid_t pid);
 // One auxv entry's value (0 if absent).
 uint64_t auxv_value(std::span<const uint8_t> auxv, uint64_t type);
 

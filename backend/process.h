@@ -31,7 +31,6 @@ struct LaunchOptions {
   std::optional<std::string> working_dir;
   std::map<std::string, std::string> env_set;   // applied on top of the server's environment
   std::set<std::string> env_unset;
-  bool env_reset = false;                 // start from an empty environment
   bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
 };
 

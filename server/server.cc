@@ -28,7 +28,8 @@ Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer
   launch_settings_.startup_with_shell = options_.startup_with_shell;
   launch_settings_.disable_randomization = options_.disable_randomization;
   launch_settings_.wrapper = options_.wrapper;
-  launch_settings_.stdio_is_protocol = parse_comm(options_.comm).value_or(ListenAddress{}).stdio;
+  address_ = parse_comm(options_.comm).value_or(ListenAddress{});  // checked by the option parser
+  launch_settings_.stdio_is_protocol = address_.stdio;
 }
 
 Server::~Server() {
@@ -169,7 +170,7 @@ int Server::run() {
   // detached (breakpoints removed) before we go, never left with our int3s in it.
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
-  if (!parse_comm(options_.comm).value_or(ListenAddress{}).stdio) sigaddset(&mask, SIGINT);
+  if (!address_.stdio) sigaddset(&mask, SIGINT);
   else ::signal(SIGINT, SIG_IGN);  // stdio: GDB's Ctrl-C reaches our process group too
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   sigchld_fd_ = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -182,8 +183,7 @@ int Server::run() {
 
   // Bind before starting the program (as gdbserver does): a busy port must not leave a
   // launched program behind.
-  auto address = parse_comm(options_.comm);
-  if (!address->stdio) {
+  if (!address_.stdio) {
     try {
       if (auto unresolved = prepare_listener()) {
         // gdbserver's words; GDB's testsuite waits for ": cannot resolve name: ".
@@ -219,7 +219,7 @@ int Server::run() {
     }
   }
 
-  if (address->stdio) {
+  if (address_.stdio) {
     start_stdio();
   } else {
     log_.notice(fmt::format("Listening on port {}", acceptor_->local_endpoint().port()));
@@ -250,7 +250,7 @@ void Server::run_loop() {
 }
 
 std::optional<std::string> Server::prepare_listener() {
-  auto address = *parse_comm(options_.comm);
+  const ListenAddress& address = address_;
   // getaddrinfo itself rather than Asio's resolver: its error is reported in gai_strerror's
   // words, as gdbserver does.
   addrinfo hint{};
@@ -303,7 +303,7 @@ void Server::session_closed(Session* session) {
   // Destroy the session after its callbacks have unwound.
   auto closing = std::shared_ptr<Session>(session_.release());
   asio::post(io_, [closing] {});
-  bool stdio = parse_comm(options_.comm)->stdio;
+  bool stdio = address_.stdio;
   bool have_process = process() && process()->alive();
   if (exit_requested_ || options_.once || stdio || (!options_.multi && !have_process)) {
     shut_down_inferior();

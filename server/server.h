@@ -99,6 +99,7 @@ class Server {
   void finish(int code);
 
   ServerOptions options_;
+  ListenAddress address_;  // COMM, parsed once
   boost::asio::io_context io_;
   Logger log_;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;

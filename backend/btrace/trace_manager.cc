@@ -108,12 +108,6 @@ bool TraceManager::software_traced(pid_t tid) const {
   return it != threads_.end() && it->second.kind == Kind::Software;
 }
 
-bool TraceManager::any_software_traced() const {
-  for (const auto& [tid, trace] : threads_)
-    if (trace.kind == Kind::Software) return true;
-  return false;
-}
-
 void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   auto it = threads_.find(tid);
   if (it != threads_.end() && it->second.ring) it->second.ring->push(from, to);

@@ -39,7 +39,6 @@ class TraceManager : public BranchTracer {
   // ---- for the process engine ----
   // Threads whose branches the engine must record itself (software source).
   bool software_traced(pid_t tid) const;
-  bool any_software_traced() const;
   void record(pid_t tid, uint64_t from, uint64_t to);
   // The thread stopped: LBR-backed threads take their snapshot now.
   void thread_stopped(pid_t tid);

@@ -217,11 +217,11 @@ Reply handle(Session& s, const UnsetEnvironment& q) {
   return ok();
 }
 
+// GDB means "back to the server's own environment" (not an empty one).
 Reply handle(Session& s, const ResetEnvironment&) {
   auto& launch = s.server().launch_settings();
   launch.env_set.clear();
   launch.env_unset.clear();
-  launch.env_reset = false;  // GDB means "back to the server's own environment"
   return ok();
 }
 

@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "protocol/hex.h"
+#include "backend/debug_registers.h"
+#include "backend/proc_info.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 
@@ -15,14 +17,6 @@ namespace {
 constexpr const char* kTriple = "x86_64-pc-linux-gnu";
 
 // "Key:\tvalue..." fields of /proc/PID/status (PPid, Uid, Gid): first number of the field.
-long status_field(int pid, const std::string& key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
-  return -1;
-}
-
 std::string region_reply(uint64_t start, uint64_t size, const std::string& permissions, const std::string& name) {
   std::string out = fmt::format("start:{:x};size:{:x};", start, size);
   if (!permissions.empty()) out += "permissions:" + permissions + ";";
@@ -45,11 +39,11 @@ Reply handle(Session& s, const ProcessInfo&) {
   s.note_lldb();
   auto* p = s.process();
   if (!p) return no_process(s);
-  int pid = p->pid();
+  auto ids = backend::read_process_ids(p->pid());
   return fmt::format("pid:{:x};parent-pid:{:x};real-uid:{:x};real-gid:{:x};effective-uid:{:x};effective-gid:{:x};"
                      "triple:{};ostype:linux;endian:little;ptrsize:8;",
-                     pid, status_field(pid, "PPid"), status_field(pid, "Uid"), status_field(pid, "Gid"),
-                     status_field(pid, "Uid"), status_field(pid, "Gid"), to_hex(std::string_view(kTriple)));
+                     p->pid(), ids.ppid, ids.real_uid, ids.real_gid, ids.effective_uid, ids.effective_gid,
+                     to_hex(std::string_view(kTriple)));
 }
 
 Reply handle(Session& s, const MemoryRegionInfo& m) {
@@ -115,7 +109,7 @@ Reply handle(Session& s, const EnableErrorStrings&) {
 Reply handle(Session& s, const WatchpointSupportInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  return fmt::format("num:{};", p ? p->hardware_slots() : 4);
+  return fmt::format("num:{};", p ? p->hardware_slots() : backend::DebugRegisters::kSlots);
 }
 
 Reply handle(Session& s, const ThreadStopInfo& t) {
