@@ -1,4 +1,5 @@
-// The hardware probe (docs: hardware.md A1.5 for BTF, A2/A3 for perf BTS and LBR).
+// The hardware probe: what each branch mechanism needs is in docs/btrace.md; every "no" says
+// what was tried and what happened.
 #include "backend/probe.h"
 
 #include <fcntl.h>
@@ -85,7 +86,8 @@ pid_t fork_stopped_child(void* code) {
   return child;
 }
 
-// hardware.md A1.5. The child runs:
+// One block step decides it (hypervisors commonly drop DEBUGCTL.BTF, and the kernel never reads
+// the bit back). The child runs:
 //   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
 // One PTRACE_SINGLEBLOCK from A stops at B if BTF is honored, at A+1 if it is dropped. Then the
 // stops over the 1000-iteration loop are counted (~1000 with BTF, ~5000 without).
@@ -305,10 +307,14 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
     }
   }
 
+  decide_mechanisms(r);
+  return r;
+}
+
+void decide_mechanisms(ProbeReport& r) {
   r.best_source = r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "software";
   r.stepbranch_mechanism = r.btf_works ? "singleblock" : "software";
   r.watchpoints = r.debug_registers_work ? "hardware" : "emulated";
-  return r;
 }
 
 std::string format_probe(const ProbeReport& report) {

@@ -38,7 +38,10 @@ struct ProbeReport {
 // Takes well under a second; forks short-lived traced children for the BTF and debug-register
 // checks (the latter is taken from `debug_registers` when the caller has it already).
 ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr);
-// An aligned human-readable table plus the two decisions.
+// What the server uses, from the mechanisms that work: the branch source (perf BTS, else the LBR
+// module, else software), stepbranch (single-block where BTF works) and watchpoints.
+void decide_mechanisms(ProbeReport& report);
+// An aligned human-readable table plus the decisions.
 std::string format_probe(const ProbeReport& report);
 
 }  // namespace backend

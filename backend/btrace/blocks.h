@@ -1,4 +1,4 @@
-// Turns taken branches into GDB's BTS blocks (gdb-wire.md §6.4). Shared by every branch source
+// Turns taken branches into GDB's BTS blocks (GDB's btrace XML: a block runs from a branch target to the next branch, `end` inclusive). Shared by every branch source
 // (the in-memory BranchRing and the perf BTS ring) so they cannot disagree.
 #pragma once
 

@@ -1,4 +1,4 @@
-// perf BTS, the way gdbserver records `record btrace bts` (gdb-wire.md §6.7, hardware.md A2):
+// perf BTS, the way gdbserver records `record btrace bts` (as gdbserver does in gdb/nat/linux-btrace.c):
 // a per-thread perf event (branch instructions, period 1) whose overwrite-mode ring buffer holds
 // 24-byte PERF_RECORD_SAMPLE {from, to} records, read backwards from data_head.
 #pragma once

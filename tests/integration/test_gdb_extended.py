@@ -24,7 +24,7 @@ def test_run_twice_attach_detach_kill(procs, heartbeat):
     assert re.search(r"\$1 = 5\b", out), r
     assert re.search(r"\[Inferior 1 \(process \d+\) killed\]", out), r
     # Attached wherever the sleeper was: mostly its nanosleep, sometimes the heartbeat write.
-    assert re.search(r"0x[0-9a-f]+ in \w*(nanosleep|open|write|close)\w*", out), r
+    assert re.search(r"\w*(nanosleep|open|write|close)\w* \(", out), r
     assert re.search(r"\$2 = 1\b", out), r
     assert re.search(r"\[Inferior 1 \(process %d\) detached\]" % pid, out), r
     first = wait_heartbeat(heartbeat)

@@ -22,11 +22,6 @@ MALFORMED = [
 ]
 
 
-def _reply_ok(reply):
-    """An error or an empty reply (or, for a few queries, a plain answer) — never a crash."""
-    return reply == b"" or reply.startswith(b"E") or reply == b"OK" or reply is not None
-
-
 def _connect_basic(procs):
     srv = procs.server(["{COMM}", BASIC])      # no --once: it accepts the next client
     c = RSP(srv.port)

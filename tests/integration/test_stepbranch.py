@@ -13,7 +13,7 @@ pytestmark = pytest.mark.branchstub_only
 BRANCHES = inferior("branches")
 
 # One stepbranch from GDB: the shipped helper command when it exists, else the raw packet
-# followed by the flush GDB needs after `maint packet` (gdb-wire.md §7.1).
+# followed by the flush GDB needs after `maint packet` (a `maint packet` reply changes nothing GDB knows).
 _DRIVER = r'''
 import gdb, re
 def ex(c):

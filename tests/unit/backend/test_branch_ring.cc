@@ -1,4 +1,4 @@
-// BranchRing: capacity, all/new/delta semantics (gdb-wire.md §6.3/§6.4), overflow, wrap-around.
+// BranchRing: capacity, all/new/delta semantics (GDB's qXfer:btrace:read annexes), overflow, wrap-around.
 #include <catch2/catch.hpp>
 
 #include <vector>

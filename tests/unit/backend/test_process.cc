@@ -191,7 +191,7 @@ TEST_CASE("registers round-trip", "[process][registers]") {
   CHECK(again->get_u64(l, 0) == 0x1122334455667788ull);
   CHECK(std::memcmp(again->bytes.data() + l.regs[xmm1].offset, f.bytes.data() + l.regs[xmm1].offset, 16) == 0);
   if (ymm2h) {
-    INFO("xstate write may fail on some kernels; see gdb-wire.md");
+    INFO("xstate write may fail on some kernels; the server then falls back to the FP/SSE part");
     CHECK(std::memcmp(again->bytes.data() + l.regs[*ymm2h].offset, f.bytes.data() + l.regs[*ymm2h].offset, 16) == 0);
   }
   // The whole file written back unchanged (GDB's G) keeps everything.

@@ -35,7 +35,7 @@ TEST_CASE("hex_u64 is lowercase without leading zeros", "[hex]") {
 }
 
 TEST_CASE("binary escaping", "[hex]") {
-  // The wire check from gdb-wire.md 1.3: # $ } * NUL A.
+  // The bytes GDB's protocol says must be escaped in binary data: # $ } *, plus NUL and A.
   const std::string raw{'#', '$', '}', '*', '\0', 'A'};
   const std::string escaped{'}', '\x03', '}', '\x04', '}', ']', '}', '\x0a', '\0', 'A'};
   CHECK(escape_binary(std::string_view(raw)) == escaped);
