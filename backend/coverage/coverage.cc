@@ -50,7 +50,7 @@ void CoverageRecorder::detach() {
 size_t CoverageRecorder::read_code(uint64_t addr, std::span<uint8_t> out) {
   if (read_process_) {
     size_t n = read_process_(addr, out);
-    if (n == out.size()) return n;
+    if (n > 0) return n;
   }
   // The process is gone (or the page unreadable): the file mapped there holds the same bytes.
   for (const auto& r : regions_) {
