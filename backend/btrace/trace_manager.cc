@@ -135,6 +135,9 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
 }
 
 void TraceManager::thread_stopped(pid_t tid) {
+  // A thread created while the process ran is traced for coverage from its first stop on
+  // (from its first instruction where the engine calls thread_created()).
+  if (sink_ && !threads_.count(tid)) thread_created(tid);
   auto it = threads_.find(tid);
   if (it == threads_.end() || it->second.kind != Kind::Lbr || !lbr_reader_) return;
   uint64_t sequence = 0;

@@ -46,7 +46,8 @@ class TraceManager : public BranchTracer {
   bool software_traced(pid_t tid) const;
   bool any_software_traced() const;
   void record(pid_t tid, uint64_t from, uint64_t to);
-  // The thread stopped: LBR-backed threads take their snapshot now.
+  // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
+  // thread not traced yet (created since) is traced from here.
   void thread_stopped(pid_t tid);
   // A thread exited: its trace is freed (gdbserver does the same).
   void thread_exited(pid_t tid);

@@ -7,7 +7,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backend/coverage/coverage.h"
 #include "backend/symbolizer.h"
@@ -30,6 +32,8 @@ class FunctionIndex {
   CoverageRecorder::MapReader memory_map_;
   Symbolizer symbols_;
   std::set<std::pair<std::string, uint64_t>> seen_;  // executable file mappings read so far
+  std::vector<std::pair<uint64_t, uint64_t>> mapped_;  // every executable range of the last map
+  std::unordered_map<uint64_t, uint64_t> cache_;       // addr -> function start
 };
 
 }  // namespace backend

@@ -94,6 +94,7 @@ TEST_CASE("coverage: TraceManager feeds the sink, keeps no history for coverage-
   REQUIRE(tm.disable(1).ok());
   CHECK(tm.software_traced(1));  // still traced for coverage
   tm.thread_created(3);
+  tm.thread_stopped(4);  // a thread created while running shows up at a stop
   tm.thread_exited(2);
   pc = 0x340;
   tm.stop_coverage();
@@ -101,7 +102,8 @@ TEST_CASE("coverage: TraceManager feeds the sink, keeps no history for coverage-
   CHECK_FALSE(tm.coverage_active());
   tm.record(1, 0x350, 0x400);  // nothing after the stop
   CHECK(sink.log == std::vector<std::string>{"start 1 100", "start 2 100", "branch 1 110 200", "branch 1 210 300",
-                                             "start 3 100", "end 2 0", "end 1 340", "end 3 340"});
+                                             "start 3 100", "start 4 100", "end 2 0", "end 1 340", "end 3 340",
+                                             "end 4 340"});
 }
 
 TEST_CASE("coverage: a client thread keeps its history when coverage stops") {
