@@ -252,6 +252,7 @@ std::string btrace_command(Session& s, const std::vector<std::string>& w) {
   if (sub == "calls") return calls_text(symbols, tracer.history(tid, 100000), count_arg(w, 2, 20));
   if (sub == "graph") {
     if (w.size() != 3) return "Usage: monitor btrace graph FILE.svg\n";
+    if (!s.server().options().allow_file_writes) return "Refused: the server was started with --no-file-writes.\n";
     auto said = save_history_flame_graph(*p, tid, w[2]);
     return said ? *said : "Failed: " + said.error().message + "\n";
   }
@@ -278,6 +279,8 @@ std::string coverage_command(Session& s, const std::vector<std::string>& w) {
     return "Stopped recording coverage.\n";
   }
   if (sub == "status") return run->status();
+  bool writes = sub == "save" || sub == "cfg";
+  if (writes && !server.options().allow_file_writes) return "Refused: the server was started with --no-file-writes.\n";
   if (sub == "save") {
     if (w.size() < 3 || w.size() > 4) return "Usage: monitor coverage save FILE [drcov|drcov3|lcov]\n";
     auto format = coverage_format(w[2], w.size() == 4 ? w[3] : std::string());

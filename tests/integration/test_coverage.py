@@ -310,6 +310,15 @@ def test_coverage_command_errors_and_usage(procs, tmp_path):
     assert srv.alive() or srv.wait_exit(10) == 0
 
 
+def test_no_file_writes_refuses_coverage_files(procs, tmp_path):
+    prog = inferior("branches")
+    srv = procs.server(["--once", "--no-file-writes", "{COMM}", prog])
+    r = gdb_remote(srv, ["monitor coverage start", "monitor coverage save %s/x.drcov" % tmp_path,
+                         "monitor coverage cfg main %s/c.svg" % tmp_path, "kill"], prog=prog)
+    assert r.out.count("Refused: the server was started with --no-file-writes.") == 2, r
+    assert not os.listdir(tmp_path)
+
+
 def test_cli_usage_errors():
     for args, said in ((["--coverage"], "--coverage"), (["--coverage", "x.drcov"], "no program"),
                        (["--svg", ":0", "prog"], "--svg needs --coverage"),
