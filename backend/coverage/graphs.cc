@@ -67,8 +67,10 @@ std::string flame_graph_svg(const CallTree& tree, const std::function<std::strin
     boxes.push_back(Box{t.node, t.depth, t.x, static_cast<double>(insns) * scale, name, insns});
     max_depth = std::max(max_depth, t.depth);
     std::vector<std::pair<std::string, uint32_t>> kids;
+    // Boxes under a tenth of a pixel are not drawn (as flamegraph.pl's --minwidth), nor is
+    // anything above them; their instructions still count in the boxes below.
     for (uint32_t c : nodes[t.node].children)
-      if (tree.live(c) && tree.total(c) > 0) kids.emplace_back(name_of(nodes[c].function), c);
+      if (tree.live(c) && static_cast<double>(tree.total(c)) * scale >= 0.1) kids.emplace_back(name_of(nodes[c].function), c);
     std::sort(kids.begin(), kids.end());
     double x = t.x;
     std::vector<Todo> next;

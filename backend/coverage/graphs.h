@@ -16,7 +16,8 @@
 
 namespace backend {
 
-// name_of(function start) labels the boxes; the root box is "all".
+// name_of(function start) labels the boxes; the root box is "all". Boxes narrower than a tenth
+// of a pixel are left out (their instructions stay in their callers' widths).
 std::string flame_graph_svg(const CallTree& tree, const std::function<std::string(uint64_t)>& name_of,
                             const std::string& title);
 
