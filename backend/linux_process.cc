@@ -786,8 +786,9 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
       (void)debug_.apply(child);
       LinuxThread& nt = threads_.emplace(child, LinuxThread{child}).first->second;
       nt.action = ResumeAction{};  // new threads continue
+      tracer_->thread_created(child);  // coverage traces new threads from their first instruction
       if (!deferred_.empty()) deferred_[child] = ResumeAction{};
-      else if (keep_going) resume_thread(nt, 0);
+      else if (keep_going) stepper_.continue_traced(nt, 0);  // traced (coverage) or plain
       break;
     }
     case PTRACE_EVENT_FORK:

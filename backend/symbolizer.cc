@@ -417,4 +417,11 @@ std::optional<uint64_t> Symbolizer::address_of(const std::string& name) const {
   return std::nullopt;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> Symbolizer::range_of(const std::string& name) const {
+  for (auto& m : modules_)
+    for (auto& s : m.symbols)
+      if (m.names[s.name] == name) return std::pair{s.addr + m.bias, s.end + m.bias};
+  return std::nullopt;
+}
+
 }  // namespace backend

@@ -65,6 +65,8 @@ class Symbolizer {
 
   // Runtime address of the first symbol named `name` (any module); for tests and diagnostics.
   std::optional<uint64_t> address_of(const std::string& name) const;
+  // [start, end) of the first symbol named `name` (run-time addresses).
+  std::optional<std::pair<uint64_t, uint64_t>> range_of(const std::string& name) const;
 
   size_t module_count() const { return modules_.size(); }
 

@@ -23,6 +23,7 @@ packages=(
   libboost-dev libcapstone-dev libcli11-dev libfmt-dev catch2
   gdb gdbserver lldb-16 python3-lldb-16 python3-pytest
   clang libclang-rt-14-dev
+  graphviz lcov   # coverage pictures (dot -Tsvg) and the genhtml check of the lcov output
 )
 if [[ $want_kmod == 1 ]]; then
   packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)

@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "\tbranchstub [OPTIONS] --multi COMM\n"
     "\tbranchstub --probe\n"
     "\tbranchstub --selftest[=FILTER]\n"
+    "\tbranchstub --coverage FILE [--coverage-format=drcov|drcov3|lcov] [--svg[=FILE]] PROG [ARGS ...]\n"
     "\n"
     "COMM may either be a tty device (for serial debugging),\n"
     "HOST:PORT to listen for a TCP connection (bound exactly to HOST),\n"
@@ -79,6 +80,11 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       options.selftest = true;
       if (arg.size() == 11) return EarlyExit{1, "Error: selftest filter is empty.\n"};
       options.selftest_filters.push_back(arg.substr(11));
+    } else if (arg == "--svg") {
+      options.svg_file = std::string();  // named after the coverage file once that is known
+    } else if (arg.starts_with("--svg=")) {
+      if (arg.size() == 6) return EarlyExit{1, "branchstub: --svg=: empty file name.\n"};
+      options.svg_file = arg.substr(6);
     } else if (arg.starts_with("--debug-format=")) {
       auto format = parse_debug_format(std::string_view(arg).substr(15));
       if (!format.error.empty()) return EarlyExit{1, format.error};
@@ -86,7 +92,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
     } else {
       args.push_back(arg);
       // CLI11 also takes "--opt VALUE": the value is not COMM.
-      bool value_follows = arg == "--debug-file" || arg == "--btrace-source" || arg == "--busy-poll";
+      bool value_follows = arg == "--debug-file" || arg == "--btrace-source" || arg == "--busy-poll" ||
+                           arg == "--coverage" || arg == "--coverage-format";
       if (value_follows && i + 1 < argc) args.push_back(argv[++i]);
     }
   }
@@ -118,6 +125,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
+  app.add_option("--coverage", options.coverage_file);
+  app.add_option("--coverage-format", options.coverage_format)->check(CLI::IsMember({"drcov", "drcov3", "lcov"}));
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -143,6 +152,11 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --busy-poll=USEC      poll this long after each event before sleeping\n"
                                     "                        (default 200; 0 = never; never on one CPU)\n"
                                     "  --probe               print what branch-trace hardware works here\n"
+                                    "  --coverage FILE       run PROG to its exit recording block coverage (no COMM,\n"
+                                    "                        no client); FILE.drcov: drcov, FILE.info: lcov\n"
+                                    "  --coverage-format=drcov|drcov3|lcov\n"
+                                    "                        the format whatever FILE's name (drcov: version 2)\n"
+                                    "  --svg[=FILE]          with --coverage: a flame graph too (default FILE.svg)\n"
                                     "  --selftest[=FILTER]   run the built-in self-checks and exit\n"
                                     "\nMaintenance options:\n"
                                     "  --disable-packet=OPT1[,OPT2,...]\n"
@@ -161,6 +175,18 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
     return EarlyExit{1, fmt::format("Unknown argument: {}\n", rest.front())};
   if (options.probe) return options;
   if (options.selftest) return options;  // no COMM needed
+  if (options.svg_file && !options.coverage_file)
+    return EarlyExit{1, "branchstub: --svg needs --coverage FILE.\n"};
+  if (!options.coverage_format.empty() && !options.coverage_file)
+    return EarlyExit{1, "branchstub: --coverage-format needs --coverage FILE.\n"};
+  if (options.coverage_file) {
+    if (options.coverage_file->empty()) return EarlyExit{1, "branchstub: --coverage: empty file name.\n"};
+    if (attach || options.multi) return EarlyExit{1, "branchstub: --coverage runs a program: no --attach or --multi.\n"};
+    if (rest.empty()) return EarlyExit{1, std::string("branchstub: --coverage: no program to run.\n") + kUsage};
+    if (options.svg_file && options.svg_file->empty()) options.svg_file = *options.coverage_file + ".svg";
+    options.program = std::move(rest);
+    return options;
+  }
   if (rest.empty()) return EarlyExit{1, std::string("branchstub: no COMM given.\n") + kUsage};
   options.comm = rest.front();
   rest.erase(rest.begin());

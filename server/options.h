@@ -3,6 +3,8 @@
 //   branchstub [OPTIONS] --attach COMM PID     (or COMM --attach PID, gdbserver's old order)
 //   branchstub [OPTIONS] --multi COMM
 //   branchstub --selftest[=FILTER]
+//   branchstub --coverage FILE [--coverage-format=F] [--svg[=FILE]] PROG [ARGS...]
+//                                           (no COMM: records block coverage to exit, no client)
 // COMM is HOST:PORT, :PORT (127.0.0.1 only), or "-"/"stdio" for the protocol on stdin/stdout.
 // Options come before COMM; an option nobody knows is an error ("Unknown argument: ..."), never
 // taken for COMM.
@@ -41,6 +43,11 @@ struct ServerOptions {
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
   bool selftest = false;                // --selftest: run the built-in self-checks and exit
   std::vector<std::string> selftest_filters;  // --selftest=FILTER (substring of a check's name)
+  // --coverage FILE: run PROG to its exit with block coverage, write FILE (drcov or lcov, by
+  // --coverage-format or else FILE's extension), and exit with PROG's status. No COMM.
+  std::optional<std::string> coverage_file;
+  std::string coverage_format;          // "", drcov, drcov3, lcov
+  std::optional<std::string> svg_file;  // --svg[=FILE]: a flame graph too (default FILE.svg)
 };
 
 // What main() should do instead of serving: print `text` (to stdout when code is 0) and exit.

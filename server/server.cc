@@ -30,11 +30,15 @@ Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer
   launch_settings_.wrapper = options_.wrapper;
   address_ = parse_comm(options_.comm).value_or(ListenAddress{});  // checked by the option parser
   launch_settings_.stdio_is_protocol = address_.stdio;
+  coverage_mode_ = options_.coverage_file.has_value();
+  // Like drrun: the program itself, found on PATH, not a shell that execs it.
+  if (coverage_mode_) launch_settings_.startup_with_shell = false;
 }
 
 Server::~Server() {
   session_.reset();
   if (!processes_.empty()) shut_down_inferior();
+  if (coverage_) coverage_->process_gone();
   if (sigchld_fd_ >= 0 && !sigchld_stream_) ::close(sigchld_fd_);
 }
 
@@ -127,7 +131,18 @@ void Server::add_process(std::unique_ptr<backend::Process> p) {
   processes_.add(std::move(p));
 }
 
+CoverageRun& Server::new_coverage(backend::Process& p) {
+  if (coverage_) coverage_->process_gone();
+  coverage_ = std::make_unique<CoverageRun>(p);
+  return *coverage_;
+}
+
+void Server::coverage_process_gone(pid_t pid) {
+  if (coverage_ && coverage_->attached() && coverage_->pid() == pid) coverage_->process_gone();
+}
+
 void Server::remove_process(pid_t pid) {
+  coverage_process_gone(pid);
   (void)processes_.remove(pid);
   if (auto* p = process()) {
     last_event_ = p->last_stop();
@@ -170,8 +185,10 @@ int Server::run() {
   // detached (breakpoints removed) before we go, never left with our int3s in it.
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
-  if (!address_.stdio) sigaddset(&mask, SIGINT);
-  else ::signal(SIGINT, SIG_IGN);  // stdio: GDB's Ctrl-C reaches our process group too
+  // stdio: GDB's Ctrl-C reaches our process group too. --coverage: a Ctrl-C is the program's
+  // (it shares our process group), which ends the run as it ends the program.
+  if (!coverage_mode_ && !address_.stdio) sigaddset(&mask, SIGINT);
+  else ::signal(SIGINT, SIG_IGN);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   sigchld_fd_ = ::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (sigchld_fd_ < 0) {
@@ -180,6 +197,7 @@ int Server::run() {
   }
   sigchld_stream_.emplace(io_, sigchld_fd_);
   watch_sigchld();
+  if (coverage_mode_) return start_coverage_run();
 
   // Bind before starting the program (as gdbserver does): a busy port must not leave a
   // launched program behind.
@@ -339,6 +357,12 @@ void Server::watch_sigchld() {
       it = backend::reap_if_exited(*it) ? orphans_.erase(it) : std::next(it);
     poll_inferior();
     if (terminate) {
+      if (coverage_mode_ && coverage_ && process() && process()->alive()) {
+        // Keep what ran so far: stop everything where it is and write the files first.
+        if (process()->running()) process()->pause();
+        coverage_->stop();
+        (void)write_coverage_files();
+      }
       log_.notice("Terminated: killing the launched program or detaching from the attached one.");
       if (session_) session_->close();
       shut_down_inferior();
@@ -430,6 +454,11 @@ void Server::on_process_event(backend::Process* p, const backend::StopEvent& eve
   }
   last_event_ = event;
   bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
+  if (coverage_ && coverage_->attached() && coverage_->pid() == p->pid()) {
+    if (gone) coverage_->process_gone();
+    else if (event.kind == backend::StopKind::Exec) coverage_->exec_happened();
+  }
+  if (coverage_mode_) return on_coverage_event(p, event);
   if (gone) {
     if (event.kind == backend::StopKind::Exited)
       log_.notice(fmt::format("\nChild exited with status {}", event.exit_status));
@@ -444,6 +473,85 @@ void Server::on_process_event(backend::Process* p, const backend::StopEvent& eve
   // A process that ended is forgotten, except the last one: a single-process session goes on
   // as before (its exit is what '?' answers until the next run).
   if (gone && processes().size() > 1) remove_process(event.pid);
+}
+
+// ---------------------------------------------------------------- --coverage FILE PROG
+
+int Server::start_coverage_run() {
+  auto format = coverage_format(*options_.coverage_file, options_.coverage_format);
+  if (!format) {
+    log_.notice(fmt::format("Unknown coverage format {}.", options_.coverage_format));
+    return 1;
+  }
+  if (auto r = launch(options_.program); !r) {
+    log_.notice(r.error().message);
+    return 1;
+  }
+  if (!process()->alive()) {
+    log_.notice(fmt::format("During startup program exited with code {}.", process()->last_stop().exit_status));
+    return 1;
+  }
+  auto& run = new_coverage(*process());
+  if (options_.svg_file) run.keep_call_tree();
+  if (auto r = run.start(); !r) {
+    log_.notice("Cannot record coverage: " + r.error().message);
+    return 1;
+  }
+  backend::ResumePlan plan;
+  plan.others = backend::ResumeAction{};
+  if (auto r = process()->resume(plan); !r) {
+    log_.notice("Cannot run the program: " + r.error().message);
+    return 1;
+  }
+  resumed();
+  run_loop();
+  return exit_code_;
+}
+
+bool Server::write_coverage_files() {
+  if (!coverage_) return false;
+  bool ok = true;
+  auto format = coverage_format(*options_.coverage_file, options_.coverage_format);
+  auto said = coverage_->save(*options_.coverage_file, format.value_or(CoverageFormat::Drcov2));
+  if (said) {
+    log_.notice(fmt::format("branchstub: {}", *said));
+  } else {
+    log_.notice(fmt::format("branchstub: {}", said.error().message));
+    ok = false;
+  }
+  if (options_.svg_file) {
+    std::string title = "branchstub --coverage:";
+    for (const auto& a : options_.program) title += " " + a;
+    auto svg = coverage_->save_flame_graph(*options_.svg_file, title);
+    log_.notice(fmt::format("branchstub: {}", svg ? *svg : svg.error().message));
+    ok = ok && svg.ok();
+  }
+  return ok;
+}
+
+void Server::on_coverage_event(backend::Process* p, const backend::StopEvent& event) {
+  if (event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed) {
+    bool written = write_coverage_files();
+    int code = event.kind == backend::StopKind::Exited ? event.exit_status : 128 + event.signo;
+    finish(written ? code : (code ? code : 1));
+    return;
+  }
+  // A signal goes to the program as if no debugger were there; anything else just goes on.
+  backend::ResumePlan plan;
+  plan.others = backend::ResumeAction{};
+  if (event.kind == backend::StopKind::Signal && event.tid)
+    plan.threads[event.tid] = backend::ResumeAction{backend::ResumeKind::Continue, event.signo};
+  asio::post(io_, [this, p, plan] {
+    if (!p->alive()) return;
+    if (auto r = p->resume(plan); !r) {
+      log_.notice("Cannot resume the program: " + r.error().message);
+      (void)write_coverage_files();
+      shut_down_inferior();
+      finish(1);
+      return;
+    }
+    resumed();
+  });
 }
 
 }  // namespace server

@@ -15,6 +15,7 @@
 #include "backend/btrace/lbr_source.h"
 #include "backend/probe.h"
 #include "backend/thread_db.h"
+#include "server/coverage_run.h"
 #include "server/log.h"
 #include "protocol/capabilities.h"
 #include "server/options.h"
@@ -82,6 +83,10 @@ class Server {
   backend::TraceSource btrace_source() const;
   // libthread_db for qGetTLSAddr, and its search path (monitor set libthread-db-search-path).
   backend::ThreadDb& thread_db() { return thread_db_; }
+  // The coverage recording of the main process (monitor coverage, --coverage); null if none.
+  // It stays after the process exited, until another process is started or attached.
+  CoverageRun* coverage() { return coverage_.get(); }
+  CoverageRun& new_coverage(backend::Process& p);
 
  private:
   // Resolve, bind and listen: the resolver's error text if COMM's host does not resolve;
@@ -97,6 +102,11 @@ class Server {
   void arm_poll_timer();
   void shut_down_inferior();  // kill if launched, detach if attached
   void finish(int code);
+  // --coverage FILE PROG: no client; the program runs to its exit, then the files are written.
+  int start_coverage_run();
+  void on_coverage_event(backend::Process* p, const backend::StopEvent& event);
+  bool write_coverage_files();  // false (and said why) if a file could not be written
+  void coverage_process_gone(pid_t pid);  // before the process object goes away
 
   ServerOptions options_;
   ListenAddress address_;  // COMM, parsed once
@@ -122,6 +132,8 @@ class Server {
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;
   std::vector<std::string> last_run_;
+  std::unique_ptr<CoverageRun> coverage_;
+  bool coverage_mode_ = false;  // --coverage: no client, the server drives the program
 };
 
 }  // namespace server

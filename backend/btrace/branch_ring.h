@@ -34,6 +34,8 @@ class BranchRing {
   // Where recording started. While nothing has been overwritten, `all`/`new` then keep the
   // oldest block too ({origin, from of the oldest branch}), as GDB saw it when it enabled.
   void set_origin(uint64_t pc) { origin_ = pc; }
+  // The origin while nothing has been overwritten yet, else 0.
+  uint64_t origin() const { return head_ <= capacity() ? origin_ : 0; }
   // The newest n branches, oldest first (monitor btrace history/calls).
   std::vector<Branch> newest(size_t n) const;
 

@@ -35,21 +35,32 @@ class TraceManager : public BranchTracer {
   Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) override;
   std::vector<Branch> history(pid_t tid, size_t n) const override;
   std::string source_name() const override;
+  uint64_t history_origin(pid_t tid) const override;
+  Result<void> start_coverage(BranchSink* sink, const std::vector<pid_t>& threads) override;
+  void stop_coverage() override;
+  bool coverage_active() const override { return sink_ != nullptr; }
 
   // ---- for the process engine ----
-  // Threads whose branches the engine must record itself (software source).
+  // Threads whose branches the engine must record itself (software source, and every thread
+  // traced for coverage whatever the client's source).
   bool software_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
-  // The thread stopped: LBR-backed threads take their snapshot now.
+  // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
+  // thread not traced yet (created since) is traced from here.
   void thread_stopped(pid_t tid);
   // A thread exited: its trace is freed (gdbserver does the same).
   void thread_exited(pid_t tid);
+  // A new thread appeared (clone), stopped: while coverage runs it is traced from here on, so
+  // the engine must run it traced (software_traced() is true for it afterwards).
+  void thread_created(pid_t tid);
   void set_lbr_reader(LbrReader reader) { lbr_reader_ = std::move(reader); }
 
  private:
   enum class Kind { Software, PerfBts, Lbr };
   struct ThreadTrace {
     Kind kind = Kind::Software;
+    bool client = false;                     // enable()d: GDB reads its history
+    bool coverage = false;                   // traced for the coverage sink
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     uint64_t lbr_sequence = 0;
@@ -61,6 +72,7 @@ class TraceManager : public BranchTracer {
   LbrReader lbr_reader_;
   uint64_t buffer_size_ = kDefaultBufferSize;
   std::map<pid_t, ThreadTrace> threads_;
+  BranchSink* sink_ = nullptr;
   Kind last_kind_ = Kind::Software;
 };
 

@@ -15,6 +15,19 @@ namespace backend {
 
 enum class TraceSource { Auto, PerfBts, Lbr, Software };
 
+// Receives the taken branches of the threads traced for coverage (backend/coverage): where each
+// thread's first block begins, every taken branch, and where tracing of a thread ends. Nothing
+// is kept by the tracer for it: the sink counts what it needs.
+class BranchSink {
+ public:
+  virtual ~BranchSink() = default;
+  virtual void thread_started(pid_t tid, uint64_t pc) = 0;        // its first block begins at pc
+  virtual void branch(pid_t tid, uint64_t from, uint64_t to) = 0;  // from = the branch instruction
+  // Tracing of tid ends with the thread stopped at pc (pc not executed); 0 = the thread is gone
+  // (it exited: where exactly is not known to the tracer).
+  virtual void thread_ended(pid_t tid, uint64_t pc) = 0;
+};
+
 class BranchTracer {
  public:
   virtual ~BranchTracer() = default;
@@ -27,6 +40,18 @@ class BranchTracer {
   virtual Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) = 0;
   virtual std::vector<Branch> history(pid_t tid, size_t n) const = 0;  // newest n, oldest first
   virtual std::string source_name() const = 0;               // "software", "perf-bts", "lbr"
+  // The address recording of tid started at, while the history still holds its first branch
+  // (0 otherwise): the start of the oldest block history() implies.
+  virtual uint64_t history_origin(pid_t tid) const = 0;
+
+  // Coverage: the software engine traces `threads` (and each thread created later, where the
+  // engine reports new threads through TraceManager::thread_created) and hands every taken
+  // branch to `sink`. No per-branch history is kept for them; a thread the client records
+  // (enable()) keeps its history as before and feeds the sink too. One sink at a time.
+  virtual Result<void> start_coverage(BranchSink* sink, const std::vector<pid_t>& threads) = 0;
+  // Ends every coverage thread at its current pc (sink->thread_ended) and forgets the sink.
+  virtual void stop_coverage() = 0;
+  virtual bool coverage_active() const = 0;
 };
 
 }  // namespace backend

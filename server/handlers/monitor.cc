@@ -28,6 +28,12 @@ const std::vector<Command>& commands() {
       {"btrace status", "Show the branch-trace source and what is being recorded."},
       {"btrace history [N]", "Print the last N taken branches (default 20) with symbols."},
       {"btrace calls [N]", "Print the last N entries of the function-call history (default 20)."},
+      {"btrace graph FILE.svg", "Draw a flame graph of the current thread's recorded history (width = instructions)."},
+      {"coverage start", "Record basic-block coverage of every thread from here (no history is kept)."},
+      {"coverage stop", "Stop recording coverage (what was recorded stays, for save)."},
+      {"coverage save FILE [drcov|drcov3|lcov]", "Write the coverage: FILE.info as lcov, else drcov (version 2)."},
+      {"coverage cfg FUNC FILE.svg", "Draw FUNC's control-flow graph with its executed blocks and edge counts."},
+      {"coverage status", "Say what coverage is being recorded."},
       {"stepbranch [N]", "Resume the current thread until it has taken N branches (default 1)."},
       {"lbr", "Print the Last Branch Record taken at the current stop (needs the msr_helper module)."},
   };
@@ -244,7 +250,50 @@ std::string btrace_command(Session& s, const std::vector<std::string>& w) {
     return out;
   }
   if (sub == "calls") return calls_text(symbols, tracer.history(tid, 100000), count_arg(w, 2, 20));
-  return "Unknown btrace command: use start, stop, status, history [N] or calls [N].\n";
+  if (sub == "graph") {
+    if (w.size() != 3) return "Usage: monitor btrace graph FILE.svg\n";
+    if (!s.server().options().allow_file_writes) return "Refused: the server was started with --no-file-writes.\n";
+    auto said = save_history_flame_graph(*p, tid, w[2]);
+    return said ? *said : "Failed: " + said.error().message + "\n";
+  }
+  return "Unknown btrace command: use start, stop, status, history [N], calls [N] or graph FILE.svg.\n";
+}
+
+std::string coverage_command(Session& s, const std::vector<std::string>& w) {
+  auto& server = s.server();
+  std::string sub = w.size() > 1 ? w[1] : "status";
+  auto* run = server.coverage();
+  auto* p = s.process();
+  if (sub == "start") {
+    if (!p || !p->alive()) return "No process.\n";
+    if (run && run->recording() && run->pid() == p->pid()) return "Coverage is already being recorded.\n";
+    if (p != server.process()) return "Coverage is recorded for the main process only.\n";
+    auto& fresh = server.new_coverage(*p);
+    if (auto r = fresh.start(); !r) return "Failed: " + r.error().message + "\n";
+    return fmt::format("Recording coverage of every thread of process {} ({} threads).\n", p->pid(), p->threads().size());
+  }
+  if (!run) return "No coverage recorded: use 'monitor coverage start'.\n";
+  if (sub == "stop") {
+    if (!run->recording()) return "Coverage is not being recorded.\n";
+    run->stop();
+    return "Stopped recording coverage.\n";
+  }
+  if (sub == "status") return run->status();
+  bool writes = sub == "save" || sub == "cfg";
+  if (writes && !server.options().allow_file_writes) return "Refused: the server was started with --no-file-writes.\n";
+  if (sub == "save") {
+    if (w.size() < 3 || w.size() > 4) return "Usage: monitor coverage save FILE [drcov|drcov3|lcov]\n";
+    auto format = coverage_format(w[2], w.size() == 4 ? w[3] : std::string());
+    if (!format) return "Unknown format " + w[3] + ": use drcov, drcov3 or lcov.\n";
+    auto said = run->save(w[2], *format);
+    return said ? *said : "Failed: " + said.error().message + "\n";
+  }
+  if (sub == "cfg") {
+    if (w.size() != 4) return "Usage: monitor coverage cfg FUNC FILE.svg\n";
+    auto said = run->save_cfg(w[2], w[3]);
+    return said ? *said : "Failed: " + said.error().message + "\n";
+  }
+  return "Unknown coverage command: use start, stop, save FILE [FORMAT], cfg FUNC FILE.svg or status.\n";
 }
 
 std::string lbr_command(Session& s) {
@@ -301,6 +350,10 @@ Reply handle(Session& s, const Monitor& m) {
   }
   if (w[0] == "btrace") {
     s.send_console(btrace_command(s, w));
+    return ok();
+  }
+  if (w[0] == "coverage") {
+    s.send_console(coverage_command(s, w));
     return ok();
   }
   if (w[0] == "lbr") {

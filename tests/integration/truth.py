@@ -29,7 +29,7 @@ end = int(__import__("re").search(r"at (0x[0-9a-f]+)", out).group(1), 16)
 ex("continue")
 ex("delete")
 ex("handle SIGUSR1 stop print pass")   # inside the region: see each signal while stepping
-pcs, funcs, branches, signals = [], [], [], 0
+pcs, funcs, lens, branches, signals = [], [], [], [], 0
 def here():
     f = gdb.selected_frame()
     pc = int(f.pc())
@@ -53,11 +53,11 @@ while pc != end and len(pcs) < %(limit)d:
         branches.append([pc, npc, "<signal>"])
         pc, fn = npc, nfn
         continue
-    pcs.append(pc); funcs.append(fn)
+    pcs.append(pc); funcs.append(fn); lens.append(insn["length"])
     if npc != pc + insn["length"]:
         branches.append([pc, npc, insn["asm"]])
     pc, fn = npc, nfn
-print("TRUTH-JSON " + json.dumps({"pcs": pcs, "funcs": funcs, "branches": branches,
+print("TRUTH-JSON " + json.dumps({"pcs": pcs, "funcs": funcs, "lens": lens, "branches": branches,
                                    "end": end, "end_func": fn, "signals": signals}))
 ex("kill")
 '''
@@ -67,6 +67,7 @@ class Truth:
     def __init__(self, d):
         self.pcs = d["pcs"]
         self.funcs = d["funcs"]
+        self.lens = d["lens"]
         self.branches = [tuple(b) for b in d["branches"]]
         self.end = d["end"]
         self.end_func = d["end_func"]
@@ -89,6 +90,20 @@ class Truth:
             if not seq or seq[-1] != f:
                 seq.append(f)
         return seq
+
+    def blocks(self):
+        """{(start, size): executions}: a block runs from a branch target (or the first pc) to
+        the next taken branch; the last one ends right before `end`."""
+        out, start = {}, None
+        for i, pc in enumerate(self.pcs):
+            if start is None:
+                start = pc
+            nxt = self.pcs[i + 1] if i + 1 < len(self.pcs) else self.end
+            if nxt != pc + self.lens[i] or i + 1 == len(self.pcs):
+                size = (pc + self.lens[i] - start) if nxt != pc + self.lens[i] else (nxt - start)
+                out[(start, size)] = out.get((start, size), 0) + 1
+                start = None
+        return out
 
     def taken_branches(self, include_signals=False):
         return [b for b in self.branches if include_signals or b[2] != "<signal>"]
