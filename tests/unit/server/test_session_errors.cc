@@ -1,0 +1,126 @@
+// Session without a process (none yet, or the one there was has exited): every handler
+// answers with an error or its documented no-process reply, never crashes, and a process
+// that is gone is never called.
+#include <catch2/catch.hpp>
+
+#include "tests/unit/server/session_harness.h"
+
+using fake::SessionHarness;
+
+namespace {
+
+struct Case {
+  const char* request;
+  const char* reply;
+};
+
+// What each request gets when there is no live process.
+constexpr Case kNoProcess[] = {
+    {"qC", "E01"},
+    {"qfThreadInfo", "l"},
+    {"qsThreadInfo", "l"},
+    {"T64", "E01"},
+    {"Hg64", "E01"},
+    {"Hc64", "E01"},
+    {"Hgp64.64", "E01"},
+    {"qAttached", "E01"},
+    {"QPassSignals:e", "OK"},
+    {"QProgramSignals:e", "OK"},
+    {"QCatchSyscalls:1", "OK"},
+    {"QNonStop:0", "OK"},
+    {"g", "E01"},
+    {"G00", "E01"},
+    {"p10", "E01"},
+    {"P10=0000000000000000", "E01"},
+    {"m1000,4", "E01"},
+    {"x1000,4", "E01"},
+    {"x0,0", "OK"},
+    {"M1000,1:00", "E01"},
+    {"X1000,1:a", "E01"},
+    {"vCont;c", "E01"},
+    {"vCont;s:p64.64", "E01"},
+    {"c", "E01"},
+    {"s", "E01"},
+    {"C0b", "E01"},
+    {"S0b;401000", "E01"},
+    {"stepbranch", "E.No process."},
+    {"D", "E01"},
+    {"D;64", "E01"},
+    {"Z0,401000,1", "E01"},
+    {"z0,401000,1", "E01"},
+    {"Z2,601040,4", "E01"},
+    {"qXfer:features:read:target.xml:0,fff", "E01"},
+    {"qXfer:threads:read::0,fff", "E01"},
+    {"qXfer:auxv:read::0,fff", "E01"},
+    {"qXfer:exec-file:read::0,fff", "E01"},
+    {"qXfer:libraries-svr4:read::0,fff", "E01"},
+    {"qXfer:siginfo:read::0,80", "E01"},
+    {"qXfer:siginfo:write::0:a", "E01"},
+    {"qXfer:btrace:read:all:0,fff", "E.No such thread."},
+    {"qXfer:btrace-conf:read::0,fff", "E.Btrace not enabled."},
+    {"Qbtrace:bts", "E.No such thread."},
+    {"Qbtrace:off", "E.No such thread."},
+    {"Qbtrace-conf:bts:size=0x1000", "OK"},
+    {"qProcessInfo", "E01"},
+    {"qMemoryRegionInfo:1000", "E01"},
+    {"jThreadsInfo", "E01"},
+    {"qThreadStopInfo64", "E01"},
+    {"qWatchpointSupportInfo:", "num:4;"},
+    {"qGetTLSAddr:64,0,0", "E01"},
+    {"vCtrlC", "OK"},
+    {"vRun;", "E.vRun needs extended-remote (branchstub --multi)."},
+    {"R00", ""},
+    {"vKill;64", "OK"},  // last: it forgets a process that has exited
+};
+
+void check_all(SessionHarness& h) {
+  for (const auto& c : kNoProcess) {
+    INFO("request: " << c.request);
+    CHECK(h.request(c.request) == c.reply);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("errors: no process yet") {
+  SessionHarness h;
+  h.gdb_handshake();
+  check_all(h);
+  CHECK(h.request("?") == "W00");
+  CHECK(h.request("k") == "X09");
+}
+
+TEST_CASE("errors: the process has exited") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.gdb_handshake();
+  p.stop_with(fake::exit_event(0x64, 0));
+  CHECK(h.round_trip("vCont;c") == std::vector<std::string>{"W00;process:64"});
+  CHECK(h.request("?") == "W00;process:64");
+  auto journal = p.journal;
+  size_t calls = journal->size();
+  check_all(h);
+  // Nothing reached the dead process but vKill's kill(), which the backend ignores for a
+  // process that is gone.
+  for (size_t i = calls; i < journal->size(); ++i) {
+    INFO("call: " << (*journal)[i]);
+    CHECK((*journal)[i] == "kill");
+  }
+  CHECK(h.server().process_for(0x64) == nullptr);
+}
+
+TEST_CASE("errors: monitor commands that need a process say so") {
+  SessionHarness h;
+  // "No process.\n" as console output, then OK.
+  const std::string no_process = "O4e6f2070726f636573732e0a";
+  CHECK(h.round_trip("qRcmd,62747261636520737461747573") == std::vector<std::string>{no_process, "OK"});  // btrace status
+  CHECK(h.round_trip("qRcmd,737465706272616e6368") == std::vector<std::string>{no_process, "OK"});  // stepbranch
+  CHECK(h.round_trip("qRcmd,6c6272") == std::vector<std::string>{no_process, "OK"});  // lbr
+}
+
+TEST_CASE("errors: the connection closing with no process ends the server's loop") {
+  SessionHarness h;
+  h.connect();
+  h.wire().on_close();
+  CHECK(h.server().io().stopped());
+}
