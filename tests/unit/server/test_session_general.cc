@@ -94,6 +94,8 @@ TEST_CASE("session: acks, checksums and QStartNoAckMode on the wire") {
   CHECK(h.take_written() == "$QC64#fe");
   h.send_raw("$qC#00");  // checksums are not checked without acks
   CHECK(h.take_written() == "$QC64#fe");
+  h.send_raw("-");  // line noise without acks: nothing is sent again (it would pass for a reply)
+  CHECK(h.take_written().empty());
 }
 
 TEST_CASE("session: two packets in one read are both answered, in order") {
