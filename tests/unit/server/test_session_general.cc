@@ -253,6 +253,17 @@ TEST_CASE("session: qAttached says how the process was started") {
   CHECK(h.request("qAttached:zz") == "E01");
 }
 
+TEST_CASE("session: qAttached:<pid> answers for that process, E01 for one we do not have") {
+  SessionHarness h;
+  h.add_process(0x64);
+  h.add_process(0xc8).attached = true;
+  h.gdb_handshake();
+  CHECK(h.request("qAttached") == "0");  // the selected (main) process
+  CHECK(h.request("qAttached:c8") == "1");
+  CHECK(h.request("qAttached:64") == "0");
+  CHECK(h.request("qAttached:99") == "E01");
+}
+
 TEST_CASE("session: QPassSignals/QProgramSignals in GDB's numbering reach the backend as Linux signals") {
   SessionHarness h;
   auto& p = h.add_process(0x64);
