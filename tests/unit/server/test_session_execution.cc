@@ -441,6 +441,22 @@ TEST_CASE("execution: vKill;pid kills that process only") {
   CHECK(g.h.request("qfThreadInfo") == "mp64.64,p64.65");
 }
 
+TEST_CASE("execution: vKill of a process we do not debug kills nothing") {
+  SECTION("multiprocess: E01, as gdbserver") {
+    GdbSetup g;
+    auto journal = g.p.journal;
+    CHECK(g.h.request("vKill;99") == "E01");
+    CHECK(fake::count(*journal, "kill") == 0);
+    CHECK(g.h.server().process_for(0x64) != nullptr);
+  }
+  SECTION("without multiprocess the pid is GDB's placeholder: the process") {
+    SessionHarness h;
+    auto journal = h.add_process(0x64).journal;
+    CHECK(h.request("vKill;a410") == "OK");  // 42000, GDB's pid for a target without pids
+    CHECK(fake::count(*journal, "kill") == 1);
+  }
+}
+
 TEST_CASE("execution: D and D;pid detach") {
   SECTION("D") {
     GdbSetup g;
