@@ -516,3 +516,58 @@ TEST_CASE("execution: a reported fork child is held until named, let go if not")
     CHECK(g.h.server().process_for(0x1c8) == nullptr);
   }
 }
+
+TEST_CASE("execution: a stop in the second process reports that process's thread and registers") {
+  GdbSetup g;
+  auto& second = g.h.add_process(0xc8, {0xc8, 0xc9});
+  second.set_reg(0xc9, 16, 0x555000);
+  second.stop_with(fake::signal_stop(0xc8, 0xc9, SIGSEGV));
+  CHECK(g.h.round_trip("vCont;c") == Packets{"T0b" + gdb_expedited(0, 0, 0x555000) + "thread:pc8.c9;"});
+  CHECK(g.p.count("pause") == 1);  // the first one stops too (all-stop)
+  CHECK(g.h.request("qC") == "QCpc8.c9");
+  CHECK(g.h.request("p10") == hex_le(0x555000, 8));  // the stop selected that process
+}
+
+TEST_CASE("execution: a ^C while stopped stands: the next resume stops with SIGINT") {
+  GdbSetup g;
+  g.h.send_raw("\x03");
+  CHECK(g.h.poll().empty());  // nothing runs: nothing to answer yet
+  CHECK(g.p.count("interrupt") == 0);
+  CHECK(g.h.round_trip("vCont;c") == Packets{"T02" + gdb_expedited(0, 0, 0) + "thread:p64.64;"});
+  CHECK(g.p.count("interrupt") == 1);
+  // Answered once: the next resume runs on.
+  CHECK(g.h.round_trip("vCont;c").empty());
+  CHECK(g.p.count("interrupt") == 1);
+}
+
+TEST_CASE("execution: with busy polling the stop is read before the handler returns") {
+  auto options = SessionHarness::default_options();
+  options.busy_poll_us = 100000;  // bounds the wait only: the fake stops at the first poll
+  SessionHarness h(options);
+  if (h.server().busy_poll().count() == 0) {
+    WARN("one CPU: the server never busy-polls here");
+    return;
+  }
+  auto& p = h.add_process(0x64);
+  p.stop_with(fake::signal_stop(0x64, 0x64, SIGSEGV));
+  h.connect();
+  h.wire().on_data(fake::frame("c"));  // no loop run: only the handler's own polling
+  auto out = fake::split_output(h.take_written());
+  CHECK(out.acks == "+");
+  CHECK(out.packets == Packets{"T0b" + gdb_expedited(0, 0, 0) + "thread:64;"});
+}
+
+TEST_CASE("execution: bulk memory reads are prepared ahead, and a write drops what was prepared") {
+  GdbSetup g;
+  std::vector<uint8_t> block(0x3000);
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint8_t>(i * 13 + 1);
+  g.p.map_memory(0x10000, block);
+  auto hex_of = [&](size_t from, size_t n) { return fake::hex(std::string_view(reinterpret_cast<char*>(&block[from]), n)); };
+  CHECK(g.h.request("m10000,1000") == hex_of(0, 0x1000));
+  size_t reads = g.p.count("read_memory");  // the next block was read while the client decoded
+  CHECK(g.h.request("m11000,1000") == hex_of(0x1000, 0x1000));
+  CHECK(g.p.count("read_memory") == reads + 1);  // served as prepared; the one after prepared
+  CHECK(g.h.request("M12000,1:ff") == "OK");
+  block[0x2000] = 0xff;
+  CHECK(g.h.request("m12000,1000") == hex_of(0x2000, 0x1000));  // read afresh: sees the write
+}

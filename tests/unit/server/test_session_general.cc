@@ -358,3 +358,23 @@ TEST_CASE("session: QCatchSyscalls reaches the backend") {
   CHECK(h.request("QCatchSyscalls:0") == "OK");
   CHECK(p.catch_syscalls.back() == std::pair<bool, std::set<int>>{false, {}});
 }
+
+TEST_CASE("session: a packet over the framer's limit is acked and answered E01") {
+  SessionHarness h;
+  h.add_process(0x64);
+  std::string huge = "X1000,1:" + std::string(0x100000, 'a');
+  h.send_raw(fake::frame(huge));
+  CHECK(h.take_written() == "+$E01#a6");
+  CHECK(h.request("qC") == "QC64");  // the stream is still in step
+}
+
+TEST_CASE("harness: the client side reads the server's framing independently") {
+  // RLE: '0' then "*\"" = 34 - 29 = 5 more copies.
+  auto out = fake::split_output("+$0*\"#7c-$OK#9a$OK#00");
+  CHECK(out.acks == "+-");
+  CHECK(out.packets == std::vector<std::string>{"000000", "OK", "OK"});
+  CHECK(out.bad_checksum);  // the last one
+  CHECK(out.stray.empty());
+  CHECK(fake::frame("qC") == "$qC#b4");
+  CHECK(fake::unescape("a}]b}\x03") == "a}b#");
+}
