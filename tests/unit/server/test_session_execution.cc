@@ -499,6 +499,17 @@ TEST_CASE("execution: a reported fork child is held until named, let go if not")
     CHECK(g.h.request("D;1c8") == "OK");
     CHECK(fake::count(*c, "detach") == 1);
   }
+  SECTION("the parent detached: the client follows the child") {
+    GdbSetup g;
+    g.p.add_fork_child(std::make_unique<FakeProcess>(0x1c8, std::vector<pid_t>{0x1c8}));
+    auto fork = stop_event(StopKind::Fork, 0x64, 0x65, SIGTRAP);
+    fork.child_pid = 0x1c8;
+    g.p.stop_with(fork);
+    CHECK(g.h.round_trip("vCont;c").size() == 1);
+    CHECK(g.h.request("D;64") == "OK");
+    CHECK(g.h.request("qfThreadInfo") == "mp1c8.1c8");
+    CHECK(g.h.request("qC") == "QCp1c8.1c8");
+  }
   SECTION("never named: detached at the next resume") {
     GdbSetup g;
     auto child = std::make_unique<FakeProcess>(0x1c8, std::vector<pid_t>{0x1c8});
