@@ -51,6 +51,12 @@ const backend::ProbeReport& Server::probe() {
   return *probe_;
 }
 
+void Server::set_probe(backend::ProbeReport report) {
+  debug_register_probe_ = backend::DebugRegisterProbe{report.debug_registers_work, "given, not probed"};
+  probe_ = std::move(report);
+  probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";
+}
+
 bool Server::watch_emulation() {
   if (options_.watchpoints == "software") return true;
   if (options_.watchpoints == "hardware") return false;
@@ -303,16 +309,20 @@ void Server::accept_next() {
     auto peer = socket.remote_endpoint(ignored);
     log_.loop("listening socket: connection accepted");
     log_.notice(fmt::format("Remote debugging from host {}, port {}", peer.address().to_string(), peer.port()));
-    interrupt_pending_ = false;  // a ^C of the previous client is not this one's
-    session_ = std::make_unique<Session>(*this, make_tcp_transport(std::move(socket)));
-    session_->start();
+    serve(make_tcp_transport(std::move(socket)));
   });
 }
 
 void Server::start_stdio() {
   log_.notice("Remote debugging using stdio");
-  session_ = std::make_unique<Session>(*this, make_stdio_transport(io_));
+  serve(make_stdio_transport(io_));
+}
+
+Session& Server::serve(std::unique_ptr<Transport> transport) {
+  interrupt_pending_ = false;  // a ^C of the previous client is not this one's
+  session_ = std::make_unique<Session>(*this, std::move(transport));
   session_->start();
+  return *session_;
 }
 
 void Server::session_closed(Session* session) {

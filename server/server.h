@@ -65,8 +65,15 @@ class Server {
   // Client asked the server to exit (monitor exit).
   void request_exit();
   void session_closed(Session* session);
+  // A client connected through `transport`: it becomes the session, started now (accepted
+  // sockets, stdio, and unit tests with an in-memory transport).
+  Session& serve(std::unique_ptr<Transport> transport);
 
   const backend::ProbeReport& probe();
+  // Take `report` as what this machine offers instead of probing it (the probe forks traced
+  // children): unit tests that drive a Session against a fake process. Call before any
+  // process is added; watchpoint emulation in auto mode follows its debug-register line.
+  void set_probe(backend::ProbeReport report);
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();

@@ -66,7 +66,8 @@ void Session::on_bytes(std::string_view bytes) {
         server_.interrupt();
         break;
       case Kind::Nack:
-        if (!last_sent_.empty()) transport_->write(last_sent_);
+        // Without acks a '-' is noise: resending the last reply would answer the next request.
+        if (!no_ack_ && !last_sent_.empty()) transport_->write(last_sent_);
         break;
       case Kind::Oversized:
         if (!no_ack_) transport_->write("+");

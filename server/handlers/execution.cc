@@ -130,6 +130,9 @@ Reply handle(Session& s, const Kill& k) {
   auto& server = s.server();
   if (k.pid) {  // vKill;pid: that process
     auto* p = server.process_for(*k.pid);
+    // Without multiprocess GDB names no real pid (42000): the process is the one we debug.
+    // With it, a pid we do not have is an error (gdbserver), never another process killed.
+    if (!p && s.dialect().multiprocess) return error_reply(s, ESRCH, "No such process.");
     if (!p) p = s.process();
     if (p) {
       pid_t pid = p->pid();

@@ -168,9 +168,11 @@ Reply handle(Session& s, const ThreadInfoFirst&) {
 
 Reply handle(Session&, const ThreadInfoNext&) { return std::string("l"); }
 
-Reply handle(Session& s, const QueryAttached&) {
-  auto* p = s.process();
-  if (!p) return no_process(s);
+Reply handle(Session& s, const QueryAttached& q) {
+  // qAttached:<pid> (multiprocess) asks about that process, not the selected one: GDB asks
+  // for each inferior, and kills on quit the ones said to be launched.
+  backend::Process* p = q.pid ? s.server().process_for(*q.pid) : s.process();
+  if (!p || !p->alive()) return error_reply(s, ESRCH, "No such process.");
   return std::string(p->was_attached() ? "1" : "0");
 }
 
