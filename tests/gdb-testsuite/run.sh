@@ -515,7 +515,8 @@ main() {
     echo "$table"
     echo "wall ${wall}s for ${#jobs_list[@]} files, $jobs at a time (FILE_S: seconds summed over a set's files)"
     if [[ ${#skipped[@]} -gt 0 ]]; then
-      echo "not run (skip.txt): $(printf '%s\n' "${!skipped[@]}" | sort | sed 's/\t/:/' | paste -sd' ')"
+      echo "not run (tests/gdb-testsuite/skip.txt says why): ${#skipped[@]} file(s)"
+      printf '%s\n' "${!skipped[@]}" | sort | awk -F'\t' '{ printf "  %-11s %s\n", $1, $2 }'
     fi
   } | tee "$work/summary.txt"
 
