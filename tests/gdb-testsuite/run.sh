@@ -171,7 +171,7 @@ ensure_testsuite() {
 valid_set() { local s; for s in "${all_sets[@]}"; do [[ $1 == "$s" ]] && return 0; done; return 1; }
 
 # flaky.txt / skip.txt lines: "SETS  ENTRY  -- reason", SETS = "*" or comma-separated set names,
-# ENTRY = a .exp file or "file: test name". Prints "set<TAB>entry" for SET.
+# ENTRY = a .exp file or "file: test name". Prints the entries that apply to SET.
 entries_for() {
   local file=$1 set=$2
   [[ -f $file ]] || return 0
@@ -381,6 +381,8 @@ main() {
   for c in runtest expect unshare ip flock; do
     command -v "$c" >/dev/null || die "$c not found: run scripts/setup-deps.sh (dejagnu, expect, iproute2, util-linux)"
   done
+  # A malformed flaky.txt or skip.txt line stops the run here (later uses are in subshells).
+  for c in flaky.txt skip.txt; do entries_for "$here/$c" server >/dev/null; done
   ensure_testsuite
   resolve_jobs
 
