@@ -118,8 +118,10 @@ if [[ $build_ok == 1 ]]; then
   if [[ $quick == 1 ]]; then
     skip_stage "gdb testsuite" "--quick"
   elif [[ -f tests/gdb-testsuite/run.sh ]]; then
-    BRANCHSTUB_BUILD=$build_dir run_stage "gdb testsuite (gdb.server, gdb.btrace)" \
-      "${GDB_TESTSUITE_TIMEOUT:-600}" bash tests/gdb-testsuite/run.sh
+    # Its own deadline comes first, so that a slow run still reports which lines it lost.
+    gts_timeout=${GDB_TESTSUITE_TIMEOUT:-600}
+    BRANCHSTUB_BUILD=$build_dir GDB_TESTSUITE_DEADLINE=${GDB_TESTSUITE_DEADLINE:-$((gts_timeout - 90))} \
+      run_stage "gdb testsuite (gdb.server, gdb.btrace)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
   else
     skip_stage "gdb testsuite" "tests/gdb-testsuite/run.sh not in the tree yet"
   fi

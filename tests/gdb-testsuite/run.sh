@@ -21,6 +21,8 @@
 #   GDB_TESTSUITE_WORK           results directory (default: $BRANCHSTUB_BUILD/gdb-testsuite)
 #   GDB_TESTSUITE_JOBS           .exp files run at once (default: nproc)
 #   GDB_TESTSUITE_FILE_TIMEOUT   seconds one .exp file may take (default: 240); over it = failure
+#   GDB_TESTSUITE_DEADLINE       seconds for all the files (default: none); files not started by
+#                                then are not run, running ones are stopped then (both = failure)
 #   GDB_TESTSUITE_CACHE          where the source tarball and the unpacked testsuite are kept
 #                                (default: /var/cache/branchstub as root, else ~/.cache/branchstub)
 #   GDB_TESTSUITE_OPTIONAL=1     exit 77 ("skipped") instead of failing when the testsuite
@@ -46,7 +48,7 @@ all_sets=(server server-ext btrace btrace-ext)
 die() { echo "gdb-testsuite: $*" >&2; exit 2; }
 say() { echo "gdb-testsuite: $*"; }
 
-usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 update=0 list=0 args=()
 for a in "$@"; do
@@ -258,22 +260,25 @@ reap_netns() {
   kill -9 "$sentinel" 2>/dev/null
 }
 
+# run_one SET FILE CAP
 run_one() {
-  local set=$1 exp=$2 d t0 rc
+  local set=$1 exp=$2 cap=$3 d t0 rc
   d=$work/results/$set/${exp%.exp}
   rm -rf "$d" && mkdir -p "$d" || return
   write_site_exp "$d"
   t0=$(date +%s.%N)
-  (cd "$d" && exec timeout -k 10 "$file_timeout" unshare -n sh -c '
+  # (timeout -k ends by SIGKILLing its own process group; the braces keep bash's "Killed" quiet)
+  { (cd "$d" && exec timeout -k 10 "$cap" unshare -n sh -c '
       ip link set lo up || exit 97
       readlink /proc/self/ns/net >netns
       setsid sleep 1000000 </dev/null >/dev/null 2>&1 &
       echo $! >sentinel
       exec runtest --tool gdb --srcdir "$1" --target_board="$2" GDB="$3" GDBSERVER="$4" "$5" \
-        </dev/null >runtest.out 2>&1' sh "$ts" "$(board_of "$set")" "$GDB" "$server" "$exp")
+        </dev/null >runtest.out 2>&1' sh "$ts" "$(board_of "$set")" "$GDB" "$server" "$exp"); } 2>/dev/null
   rc=$?
   reap_netns "$d"
-  printf 'rc=%s seconds=%s\n' "$rc" "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" >"$d/status"
+  printf 'rc=%s seconds=%s cap=%s\n' "$rc" "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" \
+    "$cap" >"$d/status"
 }
 
 # Before spending minutes on timeouts: does the server start, listen and take a connection
@@ -329,7 +334,10 @@ collect_results() {
   local set=$1 f d rc
   for f in "${set_files[@]}"; do
     d=$work/results/$set/${f%.exp}
-    [[ -d $d ]] || continue
+    if [[ ! -d $d ]]; then
+      printf 'ERROR\t%s: [runner] not run: the deadline of %ss had passed\n' "$f" "$deadline"
+      continue
+    fi
     rc=$(sed -n 's/^rc=\([0-9]*\).*/\1/p' "$d/status" 2>/dev/null)
     if [[ -f $d/gdb.sum ]]; then
       sed -nE 's/^(PASS|FAIL|XPASS|XFAIL|KPASS|KFAIL|UNSUPPORTED|UNTESTED|UNRESOLVED|ERROR): (.*)$/\1\t\2/p' "$d/gdb.sum" |
@@ -342,7 +350,7 @@ collect_results() {
         }'
     fi
     if [[ $rc == 124 || $rc == 137 ]]; then
-      printf 'ERROR\t%s: [runner] timed out after %ss\n' "$f" "$file_timeout"
+      printf 'ERROR\t%s: [runner] timed out after %ss\n' "$f" "$(sed -n 's/.*cap=//p' "$d/status")"
     elif [[ ! -f $d/gdb.sum ]]; then
       printf 'ERROR\t%s: [runner] no gdb.sum (exit %s, see runtest.out)\n' "$f" "${rc:-?}"
     fi
@@ -402,6 +410,7 @@ main() {
   work=$(cd "$work" && pwd)
   jobs=${GDB_TESTSUITE_JOBS:-$(nproc)}
   file_timeout=${GDB_TESTSUITE_FILE_TIMEOUT:-240}
+  deadline=${GDB_TESTSUITE_DEADLINE:-0}
   if [[ -n ${GDB_TESTSUITE_SERVER_ARGS:-} ]]; then
     printf '#!/bin/sh\nexec %q %s "$@"\n' "$server" "$GDB_TESTSUITE_SERVER_ARGS" >"$work/server-wrapper.sh"
     chmod +x "$work/server-wrapper.sh"
@@ -412,7 +421,7 @@ main() {
     echo "gdb-testsuite: warning: $GDB is '$gdbver'; the testsuite and the expected results are $GDB_UPSTREAM" >&2
 
   say "server $server${GDB_TESTSUITE_SERVER_ARGS:+ (options: $GDB_TESTSUITE_SERVER_ARGS)}"
-  say "${#jobs_list[@]} files, $jobs at a time, ${file_timeout}s cap each; logs under $work/results"
+  say "${#jobs_list[@]} files, $jobs at a time, ${file_timeout}s cap each${GDB_TESTSUITE_DEADLINE:+, ${deadline}s for all}; logs under $work/results"
 
   # Longest first (durations of the previous run), so the last files do not leave a core idle.
   local order=() j
@@ -438,8 +447,18 @@ main() {
   # Stopped from outside (test.sh's stage timeout, ^C): the files still running leave nothing.
   trap 'abort_run' TERM INT HUP
   local t_start=$SECONDS running=0
+  local cap left
   for j in "${order[@]}"; do
-    run_one "${j%%$'\t'*}" "${j#*$'\t'}" &
+    cap=$file_timeout
+    if [[ $deadline -gt 0 ]]; then
+      left=$((deadline - (SECONDS - t_start)))
+      if [[ $left -le 0 ]]; then   # not run; no stale results of an earlier run either
+        rm -rf "$work/results/${j%%$'\t'*}/$(f=${j#*$'\t'}; echo "${f%.exp}")"
+        continue
+      fi
+      [[ $left -lt $cap ]] && cap=$left
+    fi
+    run_one "${j%%$'\t'*}" "${j#*$'\t'}" "$cap" &
     running=$((running + 1))
     if [[ $running -ge $jobs ]]; then wait -n; running=$((running - 1)); fi
   done
@@ -516,6 +535,10 @@ main() {
     echo "GDB $GDB_UPSTREAM testsuite, server $server"
     echo "$table"
     echo "wall ${wall}s for ${#jobs_list[@]} files, $jobs at a time (FILE_S: seconds summed over a set's files)"
+    local notrun
+    notrun=$(for set in "${sets_run[@]}"; do cat "$work/$set.results"; done |
+      grep -c $'^ERROR\t.*\[runner\] not run: the deadline')
+    [[ $notrun -eq 0 ]] || echo "$notrun file(s) not started: the deadline of ${deadline}s (GDB_TESTSUITE_DEADLINE) had passed"
     if [[ ${#skipped[@]} -gt 0 ]]; then
       echo "not run (tests/gdb-testsuite/skip.txt says why): ${#skipped[@]} file(s)"
       printf '%s\n' "${!skipped[@]}" | sort | awk -F'\t' '{ printf "  %-11s %s\n", $1, $2 }'
