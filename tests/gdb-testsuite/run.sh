@@ -553,8 +553,14 @@ main() {
   fi
   if [[ -s $work/lost.txt ]]; then
     echo
-    echo "$total_lost expected PASS lines do not pass now:"
-    cat "$work/lost.txt"
+    echo "$total_lost expected PASS lines do not pass now; by file:"
+    for set in "${sets_run[@]}"; do
+      sed 's/: .*//' "$work/$set.lost" | uniq -c | awk -v set="$set" '{ printf "  %-11s %-50s %5d\n", set, $2, $1 }'
+    done
+    echo
+    # Three lines per lost test; a broken server can lose a thousand.
+    head -n 300 "$work/lost.txt"
+    [[ $total_lost -gt 100 ]] && echo "... the first 100 shown; all $total_lost in $work/lost.txt"
   fi
   if [[ $update == 1 ]]; then
     echo
