@@ -24,6 +24,9 @@ packages=(
   gdb gdbserver lldb-16 python3-lldb-16 python3-pytest
   clang libclang-rt-14-dev
   graphviz lcov   # coverage pictures (dot -Tsvg) and the genhtml check of the lcov output
+  # GDB's own testsuite (tests/gdb-testsuite/run.sh): DejaGnu's runtest, expect, "ip" for the
+  # loopback of each test's network namespace, xz for the source tarball.
+  dejagnu expect iproute2 xz-utils
 )
 if [[ $want_kmod == 1 ]]; then
   packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)
