@@ -20,6 +20,7 @@
 
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_bts.h"
+#include "backend/btrace/perf_event.h"
 #include "backend/debug_registers.h"
 
 namespace backend {
@@ -50,9 +51,8 @@ std::string perf_errno_text(int err) {
 // Opens (and closes) a perf event on this thread; nullopt on success, else errno.
 std::optional<int> try_perf_open(perf_event_attr attr) {
   attr.size = sizeof attr;
-  int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
-  if (fd < 0) return errno;
-  close(fd);
+  auto event = PerfEvent::open(attr, 0);
+  if (!event) return event.error().code;
   return std::nullopt;
 }
 
