@@ -35,7 +35,9 @@ Dialect negotiate(const QuerySupported& q, const ServerFeatures& server);
 struct ServerFeatures {
   uint32_t packet_size = 0x20000;
   bool btrace = true;                   // Qbtrace:* and qXfer:btrace* (BTS)
-  bool btrace_pt = true;                // list Qbtrace:pt (GDB tries pt first, then bts)
+  // Qbtrace:pt+ and Qbtrace-conf:pt:size+: only where Intel PT can really be recorded (the
+  // server sets it from its PT check). GDB's plain `record btrace` tries pt first, then bts.
+  bool btrace_pt = false;
   bool stepbranch = true;               // our "stepbranch" packet
   bool extended_remote_allowed = true;  // reserved: the '!' packet is not a qSupported feature
   bool fork_events = true;              // fork stops; the child is held until D;<child>
