@@ -1,6 +1,8 @@
 #include "server/server.h"
 
 #include "backend/launch.h"
+#include "backend/btrace/cpu_id.h"
+#include "backend/btrace/perf_pt.h"
 
 #include <netdb.h>
 #include <sched.h>
@@ -55,16 +57,51 @@ bool Server::watch_emulation() {
   return !debug_register_probe_->works;
 }
 
-backend::LbrDevice* Server::lbr_device(std::string* why) {
-  if (!lbr_device_) {
-    auto device = backend::LbrDevice::open();
-    if (!device) {
-      if (why) *why = backend::lbr_probe_line();
-      return nullptr;
-    }
-    lbr_device_.emplace(std::move(*device));
+const backend::TraceSetup& Server::trace_setup() {
+  if (trace_setup_) return *trace_setup_;
+  backend::TraceSetup setup;
+  backend::CpuId cpu = backend::read_cpu_id();
+  if (!options_.test_lbr_snapshots.empty()) {
+    auto feed = backend::ReplayLbrFeed::load(options_.test_lbr_snapshots);
+    if (feed) setup.lbr = *feed;
+    else setup.lbr_unavailable = feed.error().message;
+  } else if (auto device = backend::LbrDevice::open()) {
+    setup.lbr = std::make_shared<backend::DeviceLbrFeed>(std::move(*device));
+  } else {
+    setup.lbr_unavailable = backend::lbr_unavailable_reason(backend::LbrDevice::kDefaultPath, device.error(), cpu);
   }
-  return &*lbr_device_;
+  if (!options_.test_pt_aux.empty()) {
+    setup.pt = true;
+    setup.test_pt_aux = options_.test_pt_aux;
+  } else {
+    auto pt = backend::probe_pt();
+    setup.pt = pt.works;
+    if (!pt.works) {
+      setup.pt_unavailable = pt.why;
+      std::string cpu_reason = backend::pt_cpu_reason(cpu);
+      if (!cpu_reason.empty()) setup.pt_unavailable += " (" + cpu_reason + ")";
+    }
+  }
+  setup.test_bts_ring = options_.test_bts_ring;
+  if (!options_.test_bts_ring.empty() || !options_.test_pt_aux.empty() || !options_.test_lbr_snapshots.empty())
+    log_.notice("TEST ONLY: branch data is replayed from files (--test-*), not recorded by the hardware.");
+  trace_setup_ = std::move(setup);
+  return *trace_setup_;
+}
+
+void Server::configure_tracer(backend::Process& p) {
+  backend::TraceSetup setup = trace_setup();
+  setup.code = [&p](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    auto n = p.read_memory(addr, out);  // our breakpoints hidden
+    return n ? *n : 0;
+  };
+  p.tracer().configure(setup);
+}
+
+backend::LbrFeed* Server::lbr_feed(std::string* why) {
+  const auto& setup = trace_setup();
+  if (!setup.lbr && why) *why = setup.lbr_unavailable;
+  return setup.lbr.get();
 }
 
 backend::TraceSource Server::btrace_source() const {
@@ -97,6 +134,7 @@ backend::Result<pid_t> Server::attach(pid_t pid) {
 
 void Server::add_process(std::unique_ptr<backend::Process> p) {
   p->set_trace_source(btrace_source());
+  configure_tracer(*p);
   p->set_watch_emulation(watch_emulation());
   last_event_ = p->last_stop();
   // A second inferior of an extended-remote session goes beside the first one.
@@ -124,6 +162,7 @@ backend::Result<backend::Process*> Server::adopt_fork_child(pid_t child) {
     auto adopted = p->adopt_child(child);
     if (!adopted) return adopted.error();
     auto* raw = adopted->get();
+    configure_tracer(*raw);  // its tracer is new: hand it the server's setup
     followers_[child] = std::move(*adopted);
     return raw;
   }

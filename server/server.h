@@ -12,6 +12,7 @@
 
 #include "backend/btrace/tracer.h"
 #include "backend/process.h"
+#include "backend/btrace/lbr_feed.h"
 #include "backend/btrace/lbr_source.h"
 #include "backend/probe.h"
 #include "backend/thread_db.h"
@@ -71,9 +72,17 @@ class Server {
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();
-  // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
-  // the file it was attached through. Null (with `why`) when the module is not there.
-  backend::LbrDevice* lbr_device(std::string* why);
+  // What every process's branch tracer gets, found out once: the one LBR feed (the msr_helper
+  // device, opened once and kept open: the module ties a thread's LBR to the handle that
+  // attached it, so `monitor lbr` and `record btrace` must share it), why there is none, whether
+  // Intel PT can be recorded, and the TEST ONLY feeds.
+  const backend::TraceSetup& trace_setup();
+  // Hands a process's tracer the setup and the process's code.
+  void configure_tracer(backend::Process& p);
+  // The LBR feed, or null with `why`.
+  backend::LbrFeed* lbr_feed(std::string* why);
+  // Intel PT can be recorded here: qSupported lists Qbtrace:pt+ only then.
+  bool pt_available() { return trace_setup().pt; }
   backend::TraceSource btrace_source() const;
   // libthread_db for qGetTLSAddr, and its search path (monitor set libthread-db-search-path).
   backend::ThreadDb& thread_db() { return thread_db_; }
@@ -112,7 +121,7 @@ class Server {
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
-  std::optional<backend::LbrDevice> lbr_device_;
+  std::optional<backend::TraceSetup> trace_setup_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;
   std::vector<std::string> last_run_;

@@ -1,5 +1,6 @@
 #include "backend/btrace/lbr_feed.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -99,6 +100,17 @@ Result<LbrWindow> ReplayLbrFeed::window(pid_t tid, uint64_t pc) {
   LbrWindow w = snapshots_[current_ - 1];
   w.sequence = current_;
   return w;
+}
+
+std::string lbr_unavailable_reason(const std::string& path, const Error& open_error, const CpuId& cpu) {
+  if (open_error.code != ENOENT) return "msr_helper: not usable (" + open_error.message + ")";
+  std::string missing = path + ": " + std::strerror(ENOENT);
+  std::string cpu_reason = lbr_cpu_reason(cpu);
+  if (!cpu_reason.empty()) return "msr_helper: not available: " + cpu_reason + " (" + missing + ")";
+  if (cpu.hypervisor)
+    return "msr_helper: not loaded (" + missing + "); in a VM it loads only where the hypervisor "
+           "really gives the guest LBR (see `dmesg | grep msr_helper` after insmod)";
+  return "msr_helper: not loaded (" + missing + "); see kmod-helper/README.md";
 }
 
 std::optional<bool> straight_line_reaches(BlockCache& code, uint64_t from, uint64_t to) {

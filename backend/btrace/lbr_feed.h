@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/btrace/branch_ring.h"
+#include "backend/btrace/cpu_id.h"
 #include "backend/btrace/lbr_source.h"
 #include "backend/decoder.h"
 #include "backend/error.h"
@@ -85,6 +86,12 @@ class ReplayLbrFeed final : public LbrFeed {
   size_t current_ = 0;  // snapshots handed out so far
   std::set<pid_t> armed_;
 };
+
+// Why the LBR source cannot be used, from the error of opening the device and the CPU: the
+// module refuses to load on AMD and on architectural-LBR CPUs, and on a VM that drops
+// DEBUGCTL.LBR, so "not loaded" alone would hide the reason; any other open error (permissions,
+// ABI version) is said as it is.
+std::string lbr_unavailable_reason(const std::string& path, const Error& open_error, const CpuId& cpu);
 
 // How a new window joins the history. `recent` is the newest part of the history since its
 // last gap (oldest first); the window is oldest first too. Windows overlap when the thread took

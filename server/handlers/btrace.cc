@@ -2,6 +2,7 @@
 // All of them act on the general (Hg) thread.
 #include <cerrno>
 
+#include "backend/btrace/cpu_id.h"
 #include "protocol/btrace_xml.h"
 #include "protocol/hex.h"
 #include "server/handlers/handlers.h"
@@ -29,17 +30,12 @@ Reply handle(Session& s, const BtraceEnable& b) {
     if (auto r = tracer.disable(tid); !r) return error_text("Could not disable branch tracing.");
     return ok();
   }
-  if (b.format == "pt") {
-    // PT never works where no probe saw it work; GDB's plain `record btrace` then tries BTS.
-    const auto& report = s.server().probe();
-    if (!report.pt_works)
-      return error_text("Intel PT is not available on this machine (see 'branchstub --probe'). "
-                        "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
-    return error_text("Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
-  }
-  if (b.format != "bts") return error_text("Bad Qbtrace operation.  Use bts, pt, or off.");
+  if (b.format != "bts" && b.format != "pt") return error_text("Bad Qbtrace operation.  Use bts, pt, or off.");
   if (tracer.enabled(tid)) return error_text("Btrace already enabled.");
-  if (auto r = tracer.enable(tid); !r) return error_text(r.error().message);
+  // PT where the intel_pt PMU is (the tracer says why not elsewhere; GDB's plain `record btrace`
+  // then tries BTS, which branchstub provides on every x86-64 machine).
+  auto format = b.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts;
+  if (auto r = tracer.enable(tid, format); !r) return error_text(r.error().message);
   return ok();
 }
 
@@ -47,8 +43,8 @@ Reply handle(Session& s, const BtraceConf& c) {
   if (c.key != "size" || (c.format != "bts" && c.format != "pt")) return error_text("Bad Qbtrace configuration option.");
   auto size = parse_size(c.value);
   if (!size) return error_text("Bad size value.");
-  if (c.format == "bts")
-    if (auto* p = s.process()) p->tracer().set_buffer_size(*size);
+  if (auto* p = s.process())
+    p->tracer().set_buffer_size(*size, c.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts);
   return ok();
 }
 
@@ -72,6 +68,16 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
     error_out = error_text("Bad annex.");
     return std::nullopt;
   }
+  if (tracer.format(tid) == backend::TraceFormat::Pt) {
+    auto pt = tracer.read_pt(tid, kind);
+    if (!pt) {
+      // gdbserver: every read error but an overflow is "Generic Error." (PT has no delta)
+      error_out = error_text(pt.error().code == EOVERFLOW ? "Overflow." : "Generic Error.");
+      return std::nullopt;
+    }
+    backend::CpuId cpu = backend::read_cpu_id();
+    return btrace_pt_xml(BtracePtCpu{cpu.vendor, cpu.family, cpu.model, cpu.stepping}, pt->raw);
+  }
   auto blocks = tracer.read(tid, kind);
   if (!blocks) {
     error_out = error_text(blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
@@ -90,7 +96,9 @@ std::optional<std::string> btrace_conf_document(Session& s, std::string& error_o
     error_out = error_text("Btrace not enabled.");
     return std::nullopt;
   }
-  return btrace_conf_xml(p->tracer().buffer_size(tid), std::nullopt);
+  uint64_t size = p->tracer().buffer_size(tid);
+  if (p->tracer().format(tid) == backend::TraceFormat::Pt) return btrace_conf_xml(std::nullopt, size);
+  return btrace_conf_xml(size, std::nullopt);
 }
 
 }  // namespace server

@@ -60,6 +60,7 @@ Reply handle(Session& s, const QuerySupported& q) {
   s.dialect().disabled = disabled;
   if (!s.dialect().swbreak) s.note_lldb();
   ServerFeatures features;
+  features.btrace_pt = s.server().pt_available();  // only where the intel_pt PMU is
   return format_qsupported(features, s.dialect());
 }
 
