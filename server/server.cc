@@ -4,6 +4,7 @@
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_pt.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
 #include <signal.h>
@@ -321,6 +322,7 @@ std::optional<std::string> Server::prepare_listener() {
                             "anyone who can reach this port can run code as this user", address.host));
   acceptor_.emplace(io_);
   acceptor_->open(endpoint.protocol());
+  ::fcntl(acceptor_->native_handle(), F_SETFD, FD_CLOEXEC);  // Asio does not; launched programs must not inherit it
   acceptor_->set_option(tcp::acceptor::reuse_address(true));
   acceptor_->bind(endpoint);
   acceptor_->listen(1);
