@@ -4,12 +4,14 @@
 // And how consecutive windows are stitched into one history.
 #pragma once
 
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <memory>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -18,6 +20,7 @@
 #include "backend/btrace/branch_ring.h"
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/lbr_source.h"
+#include "backend/btrace/perf_event.h"
 #include "backend/decoder.h"
 #include "backend/error.h"
 
@@ -30,6 +33,9 @@ struct LbrWindow {
   std::vector<Branch> oldest_first;
   uint32_t depth = 0;                 // entries the stack holds: a full window may have lost older ones
   bool from_trap = false;             // taken in the thread's int3/#DB trap: it ran to get there
+  // User-mode near branches the thread took since it was armed, counted by the PMU: with it,
+  // how much of the window is new is known exactly (see stitch_lbr_window). nullopt: no counter.
+  std::optional<uint64_t> taken_total;
   bool simulated = false;             // synthetic (simulate_lbr=1 or a replay file): TEST ONLY
   bool conflict = false;              // another LBR user held the hardware meanwhile
 };
@@ -62,6 +68,8 @@ class DeviceLbrFeed final : public LbrFeed {
  private:
   LbrDevice device_;
   std::set<pid_t> armed_;
+  std::map<pid_t, PerfEvent> counters_;  // taken-branch counters of the armed threads
+  std::string counter_missing_;          // why there are none (status line)
   uint32_t depth_ = 0;
   bool simulated_ = false;
 };
@@ -69,7 +77,8 @@ class DeviceLbrFeed final : public LbrFeed {
 // TEST ONLY (branchstub --test-lbr-snapshots=FILE): snapshots read from a file and handed out
 // at the stops whose pc matches, in order. The file:
 //   depth N
-//   snap IP FROM:TO FROM:TO ...     (hex; entries newest first, as the module gives them)
+//   snap IP [taken=N] FROM:TO FROM:TO ...   (hex; entries newest first, as the module gives
+//                                            them; taken= the counter's total, decimal)
 class ReplayLbrFeed final : public LbrFeed {
  public:
   static Result<std::shared_ptr<ReplayLbrFeed>> load(const std::string& path);
@@ -93,6 +102,11 @@ class ReplayLbrFeed final : public LbrFeed {
 // ABI version) is said as it is.
 std::string lbr_unavailable_reason(const std::string& path, const Error& open_error, const CpuId& cpu);
 
+// The perf event that counts a thread's user-mode taken near branches (the same branches
+// msr_helper's LBR_SELECT lets into the stack): Intel's BR_INST_RETIRED.NEAR_TAKEN on the big
+// cores msr_helper drives; nullopt where the event is unknown.
+std::optional<perf_event_attr> taken_branch_counter_attr(const CpuId& cpu);
+
 // How a new window joins the history. `recent` is the newest part of the history since its
 // last gap (oldest first); the window is oldest first too. Windows overlap when the thread took
 // fewer branches than the stack holds: the window's start equals the history's end. Content
@@ -111,6 +125,9 @@ struct LbrStitch {
 struct LbrStopPlace {
   uint64_t previous_pc = 0;  // where the thread was resumed from (the history so far ends there)
   uint64_t pc = 0;           // where it stopped now
+  // Branches taken since the previous window, from the PMU's counter: decides alone (a window
+  // of n entries then holds min(n, new) new ones; more new than n means some were lost).
+  std::optional<uint64_t> new_branches;
   // Whether `to` is reached from `from` without a taken branch (falling through conditional
   // branches); nullopt when the code cannot be read.
   std::function<std::optional<bool>(uint64_t from, uint64_t to)> straight_line;

@@ -259,7 +259,11 @@ void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t 
       recent.erase(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(i) + 1);
       break;
     }
-  LbrStopPlace where{trace.last_stop_pc, pc, {}};
+  LbrStopPlace where{trace.last_stop_pc, pc, std::nullopt, {}};
+  if (window.taken_total) {
+    where.new_branches = *window.taken_total - trace.lbr_taken.value_or(0);
+    trace.lbr_taken = window.taken_total;
+  }
   if (code_) {
     code_->clear();  // code may have changed since the last stop; a few blocks are cheap to decode
     where.straight_line = [this](uint64_t from, uint64_t to) { return straight_line_reaches(*code_, from, to); };

@@ -65,6 +65,7 @@ class TraceManager : public BranchTracer {
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     std::unique_ptr<PerfPtSource> pt;        // Pt
     uint64_t lbr_sequence = 0;
+    std::optional<uint64_t> lbr_taken;      // Lbr: the counter at the last window (0 when armed)
     uint64_t last_stop_pc = 0;               // Lbr: where the history known so far ends
   };
   static const char* name_of(Kind kind);

@@ -177,7 +177,7 @@ TEST_CASE("lbr stitch: in a loop, content alone is ambiguous; the code decides",
   // dedup, which looked for the history's newest branch in the window, lost it the same way.)
   CHECK(stitch_lbr_window(recent, w).skip == 4);
   BlockCache code(loop_code());
-  LbrStopPlace where{kBreakpoint, kBreakpoint,
+  LbrStopPlace where{kBreakpoint, kBreakpoint, std::nullopt,
                      [&](uint64_t a, uint64_t b) { return straight_line_reaches(code, a, b); }};
   auto s = stitch_lbr_window(recent, w, &where);
   CHECK(s.skip == 1);  // ret, jne back, call: one iteration
@@ -185,6 +185,35 @@ TEST_CASE("lbr stitch: in a loop, content alone is ambiguous; the code decides",
   // a stop that did not run (a switch-out snapshot at the same pc) brings nothing new
   w.from_trap = false;
   CHECK(stitch_lbr_window(recent, w, &where).skip == 4);
+}
+
+TEST_CASE("lbr stitch: with the PMU's taken-branch count the join is exact", "[lbr-stitch]") {
+  const std::vector<Branch> recent = {kCall, kRet, kBack, kCall};
+  LbrWindow w = window_of({kCall, kRet, kBack, kCall}, 4);
+  // one iteration: 3 new
+  LbrStopPlace where{kBreakpoint, kBreakpoint, 3, {}};
+  auto s = stitch_lbr_window(recent, w, &where);
+  CHECK(s.skip == 1);
+  CHECK_FALSE(s.gap);
+  // 300 iterations later the window looks the same, and content and code both say "one
+  // iteration"; the count says 900 branches: a gap, then the whole window
+  where.new_branches = 900;
+  s = stitch_lbr_window(recent, w, &where);
+  CHECK(s.skip == 0);
+  CHECK(s.gap);
+  // exactly a window's worth: nothing lost
+  where.new_branches = 4;
+  s = stitch_lbr_window(recent, w, &where);
+  CHECK(s.skip == 0);
+  CHECK_FALSE(s.gap);
+  // nothing new
+  where.new_branches = 0;
+  CHECK(stitch_lbr_window(recent, w, &where).skip == 4);
+  // the count says 1 new, but the rest of the window is not the history's end: entries were lost
+  where.new_branches = 1;
+  s = stitch_lbr_window(std::vector<Branch>{{1, 2}, {3, 4}, {5, 6}}, w, &where);
+  CHECK(s.skip == 3);
+  CHECK(s.gap);
 }
 
 TEST_CASE("lbr stitch: straight-line reach over decoded code", "[lbr-stitch]") {
