@@ -23,6 +23,7 @@ packages=(
   libboost-dev libcapstone-dev libcli11-dev libfmt-dev catch2
   gdb gdbserver lldb-16 python3-lldb-16 python3-pytest
   clang libclang-rt-14-dev
+  libipt-dev            # tools/pt_tool: the Intel PT tests make and decode real PT streams
 )
 if [[ $want_kmod == 1 ]]; then
   packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)

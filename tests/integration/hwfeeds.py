@@ -154,20 +154,61 @@ class AuxRing:
     """A file laid out like perf's PT mapping: the user page (aux_offset, aux_size, aux_head),
     then the AUX area, written at aux_head and wrapping inside the buffer (overwrite mode)."""
 
-    def __init__(self, path, aux_size, fill=0):
+    def __init__(self, path, aux_size, create=True):
         self.path, self.size = path, aux_size
-        with open(path, "wb") as f:
-            f.write(bytearray(PAGE) + bytes([fill]) * aux_size)
-        with open(path, "r+b") as f:
-            f.seek(AUX_OFFSET)
-            f.write(struct.pack("<QQ", PAGE, aux_size))
-        self.head = 0
+        if create:
+            with open(path, "wb") as f:
+                f.write(bytearray(PAGE + aux_size))
+            with open(path, "r+b") as f:
+                f.seek(AUX_OFFSET)
+                f.write(struct.pack("<QQ", PAGE, aux_size))
+        with open(path, "rb") as f:
+            f.seek(AUX_HEAD)
+            self.head = struct.unpack("<Q", f.read(8))[0]
 
     def write(self, data):
+        """Never truncates: the server has the file mapped."""
         with open(self.path, "r+b") as f:
-            for b in (data[i:i + 1] for i in range(len(data))):
+            while data:
+                n = min(len(data), self.size - self.head)
                 f.seek(PAGE + self.head)
-                f.write(b)
-                self.head = (self.head + 1) % self.size
+                f.write(data[:n])
+                data = data[n:]
+                self.head = (self.head + n) % self.size
             f.seek(AUX_HEAD)
             f.write(struct.pack("<Q", self.head))
+
+
+class PtFeed:
+    """Driven from inside GDB at the stop that ends the traced path: the stream the CPU would
+    have written for it (pt_tool encode, libipt's encoder) goes into the AUX ring."""
+
+    def __init__(self, config_path):
+        with open(config_path) as f:
+            self.c = json.load(f)
+
+    def write(self):
+        import subprocess
+        import gdb
+        c = self.c
+        pid = gdb.selected_inferior().pid
+        with open("/proc/%d/maps" % pid) as src, open(c["maps"], "w") as dst:
+            dst.write(src.read())
+        subprocess.run([c["tool"], "encode", c["maps"], c["pcs"], c["stream"], str(c["psb_every"])], check=True)
+        with open(c["stream"], "rb") as f:
+            AuxRing(c["aux"], c["aux_size"], create=False).write(f.read())
+
+
+def pt_feed_config(path, truth, tmp, aux, aux_size, tool, psb_every=0):
+    pcs = os.path.join(tmp, "pcs")
+    with open(pcs, "w") as f:
+        f.write("".join("%x\n" % pc for pc in truth.pcs) + "end %x\n" % truth.end)
+    with open(path, "w") as f:
+        json.dump({"pcs": pcs, "maps": os.path.join(tmp, "maps"), "stream": os.path.join(tmp, "stream"),
+                   "aux": aux, "aux_size": aux_size, "tool": tool, "psb_every": psb_every}, f)
+
+
+def gdb_pt_feed(config_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    return ["python import sys; sys.path.insert(0, %r); import hwfeeds; pt_feed = hwfeeds.PtFeed(%r)"
+            % (here, config_path)]
