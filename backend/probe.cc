@@ -93,7 +93,7 @@ pid_t fork_stopped_child(void* code) {
 //   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
 // One PTRACE_SINGLEBLOCK from A stops at B if BTF is honored, at A+1 if it is dropped. Then the
 // stops over the 1000-iteration loop are counted (~1000 with BTF, ~5000 without).
-struct BtfResult { bool works = false; std::string detail; };
+using BtfResult = BlockStepProbe;
 
 BtfResult probe_btf() {
   static constexpr uint8_t kCode[] = {
@@ -229,7 +229,9 @@ DebugRegisterProbe probe_debug_registers() {
   return finish(true, "a DR0 write watchpoint and a DR1 execute breakpoint trapped");
 }
 
-ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
+BlockStepProbe probe_block_step() { return probe_btf(); }
+
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStepProbe* block_step) {
   ProbeReport r;
   CpuId cpu = read_cpu_id();
   r.items.push_back({"cpu", true,
@@ -295,7 +297,7 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
   r.debug_registers_work = dr.works;
   r.items.push_back({"debug registers", dr.works, dr.detail});
 
-  BtfResult btf = probe_btf();
+  BtfResult btf = block_step ? *block_step : probe_btf();
   r.btf_works = btf.works;
   r.items.push_back({"BTF (PTRACE_SINGLEBLOCK)", btf.works, btf.detail});
 

@@ -41,10 +41,15 @@ Server::~Server() {
 const backend::ProbeReport& Server::probe() {
   if (!probe_) {
     if (!debug_register_probe_) debug_register_probe_ = backend::probe_debug_registers();
-    probe_ = backend::run_probe(&*debug_register_probe_);
+    probe_ = backend::run_probe(&*debug_register_probe_, &block_step());
     probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";  // what this server does
   }
   return *probe_;
+}
+
+const backend::BlockStepProbe& Server::block_step() {
+  if (!block_step_probe_) block_step_probe_ = backend::probe_block_step();
+  return *block_step_probe_;
 }
 
 bool Server::watch_emulation() {

@@ -69,6 +69,9 @@ class Server {
   void session_closed(Session* session);
 
   const backend::ProbeReport& probe();
+  // Whether PTRACE_SINGLEBLOCK works here, probed once per server life: what the process engine
+  // should use instead of probing per process.
+  const backend::BlockStepProbe& block_step();
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();
@@ -121,6 +124,7 @@ class Server {
   int exit_code_ = 0;
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
+  std::optional<backend::BlockStepProbe> block_step_probe_;
   std::optional<backend::TraceSetup> trace_setup_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;

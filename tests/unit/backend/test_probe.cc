@@ -88,3 +88,14 @@ TEST_CASE("probe: Intel PT and the LBR module say exactly why they are missing",
                           "directory).  Your system does not support Intel PT.") == 0);
   if (!lbr->works) CHECK(lbr->detail.rfind("msr_helper: not ", 0) == 0);
 }
+
+TEST_CASE("probe: the block-step answer is probed alone and used as given", "[probe]") {
+  BlockStepProbe b = probe_block_step();
+  INFO(b.detail);
+  CHECK_FALSE(b.detail.empty());
+  BlockStepProbe forced{!b.works, "forced for the test"};
+  ProbeReport r = run_probe(nullptr, &forced);
+  CHECK(r.btf_works == forced.works);
+  CHECK(find(r, "BTF (PTRACE_SINGLEBLOCK)")->detail == "forced for the test");
+  CHECK(r.stepbranch_mechanism == (forced.works ? "singleblock" : "software"));
+}
