@@ -4,6 +4,8 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
+#include <fmt/format.h>
+
 namespace backend {
 
 BranchStepper::BranchStepper(Host& host, SoftwareBreakpoints& breakpoints, ProcMemory& memory, BlockCache& code,
@@ -253,28 +255,41 @@ void BranchStepper::stepbranch_run(LinuxThread& t) {
   }
 }
 
-// PTRACE_SINGLEBLOCK stopped after a taken branch: find its source by walking forward from
-// where the step began, past conditional branches that fell through.
-void BranchStepper::stepbranch_singleblock_done(LinuxThread& t) {
+// A PTRACE_SINGLEBLOCK step stopped: classify_block_step says whether a branch was taken (and
+// which), whether the stop belongs to the stepping machinery (a syscall exit, a handler entry,
+// a step the kernel made a single step), or whether it cannot be trusted.
+void BranchStepper::stepbranch_singleblock_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6) {
   auto& sb = std::get<run::StepBranch>(t.mode);
-  uint64_t pc = host_.pc(t.tid);
-  uint64_t at = t.cursor.step_from, from = 0;
-  for (int i = 0; i < 256; ++i) {
-    auto b = code_.block_at(at);
-    if (!b) break;
-    const FlowInsn& e = b->end;
-    bool conditional = e.kind == FlowKind::CondJump || e.kind == FlowKind::Loop;
-    if (conditional && e.direct_target && *e.direct_target != pc && e.len) {
-      at = e.addr + e.len;
-      continue;
-    }
-    from = e.addr;
-    break;
+  BlockStepStop stop{SIGTRAP, si_code, host_.pc(t.tid), 0, dr6};
+  user_regs_struct gp{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) == 0) stop.rsp = gp.rsp;
+  WordReader word = [this](uint64_t addr, uint64_t* value) {
+    auto n = memory_.read(addr, std::span<uint8_t>(reinterpret_cast<uint8_t*>(value), sizeof *value));
+    return n && *n == sizeof *value;
+  };
+  BlockStepVerdict v = classify_block_step(sb.block, stop, code_, code_.reader(), word);
+  if (host_.logging()) host_.log_line(fmt::format("thread {}: block step from {:#x}: {}", t.tid, sb.block.pc, v.why));
+  switch (v.result) {
+    case BlockStepResult::Branch:
+      sb.last = Branch{v.from, v.to};
+      record(t, v.from, v.to);
+      t.cursor.block_start = v.to;
+      if (sb.left) --sb.left;
+      break;
+    case BlockStepResult::NoBranch:
+      t.cursor.block_start = stop.pc;
+      break;
+    case BlockStepResult::NotAStep:
+      arm(t, 0);
+      t.last_signal = SIGTRAP;
+      return host_.report(t, host_.event(StopKind::Signal, t.tid, SIGTRAP));
+    case BlockStepResult::Untrusted:
+      // Branches may have been missed: nothing is recorded for this step, and the rest of this
+      // stepbranch is counted in software, which sees every branch.
+      sb.singleblock = false;
+      t.cursor.block_start = stop.pc;
+      break;
   }
-  sb.last = Branch{from, pc};
-  if (from) record(t, from, pc);
-  t.cursor.block_start = pc;
-  if (sb.left) --sb.left;
   stepbranch_run(t);
 }
 

@@ -47,6 +47,9 @@ class BranchStepper {
     virtual bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const = 0;
     // Emulated watchpoints are set: every instruction must be a checked step.
     virtual bool watch_stepping() const = 0;
+    // --debug: what the stepper decided (only built when logging() is true).
+    virtual bool logging() const = 0;
+    virtual void log_line(std::string_view line) const = 0;
 
    protected:
     ~Host() = default;
@@ -88,7 +91,8 @@ class BranchStepper {
   // ---- stepbranch ----
   void start_step_branch(LinuxThread& t, uint32_t count, bool singleblock);
   void stepbranch_run(LinuxThread& t);
-  void stepbranch_singleblock_done(LinuxThread& t);
+  // A PTRACE_SINGLEBLOCK step stopped (si_code of the SIGTRAP, DR6 read at the stop).
+  void stepbranch_singleblock_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6);
   void stepbranch_step_done(LinuxThread& t);  // one checked step (emulated watchpoints)
 
   // At a reported stop: what traced threads passed is recorded, our int3s come out.

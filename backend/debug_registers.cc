@@ -117,6 +117,8 @@ void DebugRegisters::clear_thread(pid_t tid) {
   ptrace(PTRACE_POKEUSER, tid, dr_offset(6), nullptr);
 }
 
+void DebugRegisters::clear_dr6(pid_t tid) { ptrace(PTRACE_POKEUSER, tid, dr_offset(6), nullptr); }
+
 uint64_t DebugRegisters::read_dr6(pid_t tid) {
   errno = 0;
   long v = ptrace(PTRACE_PEEKUSER, tid, dr_offset(6), nullptr);

@@ -39,6 +39,8 @@ class DebugRegisters {
   std::optional<HwHit> take_hit(pid_t tid) const;
   // DR6 of a thread (raw), for classifying single steps (bit 14, BS).
   static uint64_t read_dr6(pid_t tid);
+  // Zeroes DR6 (before a PTRACE_SINGLEBLOCK: the kernel never clears DR6.BS itself).
+  static void clear_dr6(pid_t tid);
 
  private:
   struct Slot {

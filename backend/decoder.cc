@@ -231,6 +231,8 @@ void BlockCache::invalidate(uint64_t addr, uint64_t len) {
   impl_->buf.clear();
 }
 
+const CodeReader& BlockCache::reader() const { return impl_->reader; }
+
 void BlockCache::clear() {
   impl_->blocks.clear();
   impl_->index.clear();

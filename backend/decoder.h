@@ -53,6 +53,8 @@ class BlockCache {
   Result<std::pair<uint8_t, std::optional<FlowInsn>>> insn_at(uint64_t pc);
   void invalidate(uint64_t addr, uint64_t len);
   void clear();
+  // What the cache decodes from (original bytes, breakpoints hidden).
+  const CodeReader& reader() const;
   size_t size() const;
 
  private:

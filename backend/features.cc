@@ -5,8 +5,7 @@ namespace backend {
 Features supported_features(const ProbeReport& probe) {
   Features f;
   f.branch_trace = true;       // the software source needs nothing but ptrace
-  f.intel_pt = false;          // no PT reader yet: never advertised, whatever the PMU
-  (void)probe.pt_works;
+  f.intel_pt = probe.pt_works;  // the intel_pt PMU is there and a user-mode event opens
   f.catch_syscalls = true;     // PTRACE_SYSCALL with PTRACE_O_TRACESYSGOOD
   f.fork_events = true;
   f.exec_events = true;

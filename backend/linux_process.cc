@@ -18,7 +18,6 @@
 
 #include <fmt/format.h>
 
-#include "backend/btrace/lbr_trace.h"
 #include "backend/launch.h"
 #include "backend/proc_info.h"
 #include "backend/ptrace_requests.h"
@@ -143,11 +142,12 @@ void LinuxProcess::configure(const ProcessSettings& settings) {
   uint64_t size = tracer_->buffer_size(0);
   tracer_ = std::make_unique<TraceManager>(settings.trace_source, [this](pid_t tid) { return get_pc(tid); });
   tracer_->set_buffer_size(size);
-  if (settings.trace_source == TraceSource::Lbr) {
-    // Without the module the reader stays unset and enabling says why.
-    if (auto device = LbrDevice::open())
-      tracer_->set_lbr_reader(make_lbr_reader(std::make_shared<LbrDevice>(std::move(*device))));
-  }
+  TraceSetup setup = settings.trace_setup;
+  setup.code = [this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    auto n = read_memory(addr, out);  // our breakpoints hidden
+    return n ? *n : 0;
+  };
+  tracer_->configure(setup);
 }
 
 LinuxProcess::~LinuxProcess() {
@@ -421,8 +421,15 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     stepper_.arm(t, 0);
     set_mode(t, run::WatchStep{});
   }
-  const auto* sb = std::get_if<run::StepBranch>(&t.mode);
+  auto* sb = std::get_if<run::StepBranch>(&t.mode);
   bool block = sb && sb->singleblock && !t.overlaid();
+  if (block) {
+    // What classify_block_step needs to read the stop: the start (eflags: the kernel single-steps
+    // when the program set TF) and a DR6 whose BS bit only this step can set.
+    user_regs_struct gp{};
+    if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) == 0) sb->block = BlockStepStart{gp.rip, gp.eflags};
+    DebugRegisters::clear_dr6(t.tid);
+  }
   bool single = t.overlaid() || t.in<run::StepOver>() || t.in<run::RangeStep>() || t.in<run::WatchStep>() ||
                 (t.in<run::Normal>() && t.action.kind == ResumeKind::Step) || (sb && watch_stepping());
   if (single && stepper_.traced(t.tid) && !t.overlaid()) {
@@ -660,6 +667,10 @@ void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
 void LinuxProcess::handle_trap(LinuxThread& t) {
   siginfo_t si{};
   ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
+  // A block step's DR6 (BS) before take_hit() clears it.
+  const auto* sb = std::get_if<run::StepBranch>(&t.mode);
+  std::optional<uint64_t> dr6;
+  if (t.stepping && sb && sb->singleblock) dr6 = DebugRegisters::read_dr6(t.tid);
   // Hardware breakpoints and watchpoints first (DR6 says which slot fired).
   if (auto hit = debug_.take_hit(t.tid)) {
     if (hit->kind == HwKind::Execute) return report(t, make_event(StopKind::HwBreakpoint, t.tid, SIGTRAP));
@@ -683,7 +694,7 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
     bool hardware = breakpoints_.client_is_hardware(pc - 1);
     return report(t, make_event(hardware ? StopKind::HwBreakpoint : StopKind::Breakpoint, t.tid, SIGTRAP));
   }
-  if (step_trap) return handle_step_done(t);
+  if (step_trap) return handle_step_done(t, si.si_code, dr6);
   if (si.si_code == SI_KERNEL && vanished_breakpoint(pc - 1)) {
     // One of our int3s was hit, then removed (another thread disarmed it) before this status
     // was read: the program never saw it. Run the original instruction as if nothing happened.
@@ -732,7 +743,7 @@ bool LinuxProcess::vanished_breakpoint(uint64_t addr) const {
   return n && *n == 1 && byte != 0xcc;
 }
 
-void LinuxProcess::handle_step_done(LinuxThread& t) {
+void LinuxProcess::handle_step_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6) {
   if (t.watch_step) {
     // Whatever the mode does next, a hit stops the thread here: report() and resume_thread()
     // both give way to it.
@@ -742,7 +753,7 @@ void LinuxProcess::handle_step_done(LinuxThread& t) {
   if (t.lifted_step) return stepper_.lifted_step_done(t);
   if (t.signal_entry) return stepper_.signal_entry_done(t);
   if (auto* sb = std::get_if<run::StepBranch>(&t.mode))
-    return sb->singleblock ? stepper_.stepbranch_singleblock_done(t) : stepper_.stepbranch_step_done(t);
+    return sb->singleblock ? stepper_.stepbranch_singleblock_done(t, si_code, dr6) : stepper_.stepbranch_step_done(t);
   uint64_t pc = get_pc(t.tid);
   if (stepper_.traced(t.tid)) stepper_.record_step(t, pc);
   if (t.in<run::WatchStep>()) {

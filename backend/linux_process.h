@@ -132,6 +132,10 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  bool logging() const override { return static_cast<bool>(settings_.log); }
+  void log_line(std::string_view line) const override {
+    if (settings_.log) settings_.log(line);
+  }
 
   // ---- the stop dispatcher (one wait status) ----
   void handle_stop(pid_t tid, int status);
@@ -142,7 +146,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void handle_fork(LinuxThread& t, int event, pid_t child);
   void handle_exec();
   void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
-  void handle_step_done(LinuxThread& t);
+  // The thread's step ended (si_code of its SIGTRAP; DR6 as read for a block step).
+  void handle_step_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6);
   // An int3 of ours (and no client's) at addr was hit.
   void handle_internal_int3(LinuxThread& t, uint64_t addr);
   // An int3 trap at addr whose breakpoint was removed before the trap was reported.

@@ -12,6 +12,7 @@
 
 #include "backend/branch_engine.h"
 #include "backend/decoder.h"
+#include "backend/singleblock.h"
 #include "backend/process.h"
 #include "backend/watch_emulator.h"
 
@@ -37,6 +38,7 @@ struct StepBranch {
   Branch last;                  // the newest taken branch
   uint64_t pass_client_at = 0;  // a client breakpoint at the start pc is stepped over, not reported
   bool singleblock = false;     // PTRACE_SINGLEBLOCK (where the probe proved BTF works)
+  BlockStepStart block;         // singleblock: where the current block step began
 };
 // A continue while emulated watchpoints are set: checked single steps, or runs ahead to an
 // armed int3 where every access on the way is known to miss the watched regions.

@@ -21,6 +21,10 @@
 
 #include "backend/btrace/cpu_id.h"
 #include "backend/btrace/perf_bts.h"
+#include "backend/btrace/lbr_feed.h"
+#include "backend/btrace/lbr_source.h"
+#include "backend/btrace/perf_event.h"
+#include "backend/btrace/perf_pt.h"
 #include "backend/debug_registers.h"
 #include "backend/ptrace_requests.h"
 
@@ -50,9 +54,8 @@ std::string perf_errno_text(int err) {
 // Opens (and closes) a perf event on this thread; nullopt on success, else errno.
 std::optional<int> try_perf_open(perf_event_attr attr) {
   attr.size = sizeof attr;
-  int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
-  if (fd < 0) return errno;
-  close(fd);
+  auto event = PerfEvent::open(attr, 0);
+  if (!event) return event.error().code;
   return std::nullopt;
 }
 
@@ -91,7 +94,7 @@ pid_t fork_stopped_child(void* code) {
 //   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
 // One PTRACE_SINGLEBLOCK from A stops at B if BTF is honored, at A+1 if it is dropped. Then the
 // stops over the 1000-iteration loop are counted (~1000 with BTF, ~5000 without).
-struct BtfResult { bool works = false; std::string detail; };
+using BtfResult = BlockStepProbe;
 
 BtfResult probe_btf() {
   static constexpr uint8_t kCode[] = {
@@ -227,7 +230,9 @@ DebugRegisterProbe probe_debug_registers() {
   return finish(true, "a DR0 write watchpoint and a DR1 execute breakpoint trapped");
 }
 
-ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
+BlockStepProbe probe_block_step() { return probe_btf(); }
+
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStepProbe* block_step) {
   ProbeReport r;
   CpuId cpu = read_cpu_id();
   r.items.push_back({"cpu", true,
@@ -251,10 +256,17 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
   counter.disabled = 1;
   r.items.push_back(perf_item("perf branch counter", "branch-instructions", counter));
 
-  ProbeItem bts = perf_item("perf BTS", "branch-instructions period 1 (BTS)", perf_bts_attr());
-  if (bts.works && bts_disabled_for_cpu(cpu)) {
-    bts.works = false;
-    bts.detail = "BTS support has been disabled for the target cpu (gdbserver's CPU check).";
+  // perf BTS: the text the server would send GDB for `record btrace bts` on this machine.
+  ProbeItem bts{"perf BTS", false, ""};
+  if (bts_disabled_for_cpu(cpu)) {
+    bts.detail = "BTS support has been disabled for the target cpu. (gdbserver's CPU check: AMD, or an "
+                 "Intel model with erratum AAJ122)";
+  } else if (auto err = try_perf_open(perf_bts_attr())) {
+    bts.detail = perf_bts_open_error(*err).message + " [perf_event_open branch-instructions period 1: " +
+                 errno_name(*err) + "]";
+  } else {
+    bts.works = true;
+    bts.detail = "perf_event_open branch-instructions period 1 (BTS): OK";
   }
   r.perf_bts_works = bts.works;
   r.items.push_back(bts);
@@ -270,41 +282,33 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers) {
   lbr.disabled = 1;
   r.items.push_back(perf_item("LBR branch stack", "cycles + branch stack USER|ANY", lbr));
 
-  const char* pt_type_path = "/sys/bus/event_source/devices/intel_pt/type";
-  auto pt_type = read_first_line(pt_type_path, &err);
-  if (!pt_type) {
-    r.items.push_back({"Intel PT", false, fmt::format("{}: {}", pt_type_path, errno_name(err))});
+  // Intel PT: gdbserver's text when the PMU is missing, and what the CPU says about it.
+  PtSupport pt = probe_pt();
+  r.pt_works = pt.works;
+  if (pt.works) {
+    r.items.push_back({"Intel PT", true, fmt::format("intel_pt PMU type {}, a user-mode event opens", pt.type)});
   } else {
-    perf_event_attr pt{};
-    pt.type = static_cast<uint32_t>(std::stoul(*pt_type));
-    pt.exclude_kernel = 1;
-    pt.exclude_hv = 1;
-    pt.disabled = 1;
-    ProbeItem item = perf_item("Intel PT", "intel_pt type " + *pt_type, pt);
-    r.pt_works = item.works;
-    r.items.push_back(item);
+    std::string why = pt.why;
+    std::string cpu_reason = pt_cpu_reason(cpu);
+    if (!cpu_reason.empty()) why += " (" + cpu_reason + ")";
+    r.items.push_back({"Intel PT", false, why});
   }
 
   DebugRegisterProbe dr = debug_registers ? *debug_registers : probe_debug_registers();
   r.debug_registers_work = dr.works;
   r.items.push_back({"debug registers", dr.works, dr.detail});
 
-  BtfResult btf = probe_btf();
+  BtfResult btf = block_step ? *block_step : probe_btf();
   r.btf_works = btf.works;
   r.items.push_back({"BTF (PTRACE_SINGLEBLOCK)", btf.works, btf.detail});
 
-  const char* helper = "/dev/msr_helper";
-  if (access(helper, F_OK) != 0) {
-    r.items.push_back({"msr_helper (LBR module)", false, "not loaded (no /dev/msr_helper)"});
+  auto helper = LbrDevice::open();
+  if (helper) {
+    r.lbr_module = true;
+    r.items.push_back({"msr_helper (LBR module)", true, lbr_probe_line()});
   } else {
-    int fd = open(helper, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-      r.items.push_back({"msr_helper (LBR module)", false, "/dev/msr_helper: " + perf_errno_text(errno)});
-    } else {
-      close(fd);
-      r.lbr_module = true;
-      r.items.push_back({"msr_helper (LBR module)", true, "/dev/msr_helper opens"});
-    }
+    r.items.push_back({"msr_helper (LBR module)", false,
+                       lbr_unavailable_reason(LbrDevice::kDefaultPath, helper.error(), cpu)});
   }
 
   decide_mechanisms(r);

@@ -23,6 +23,16 @@ struct DebugRegisterProbe {
 // A few milliseconds: a forked child with a write watchpoint and an execute breakpoint set.
 DebugRegisterProbe probe_debug_registers();
 
+// Whether PTRACE_SINGLEBLOCK really stops only after taken branches here (hardware.md A1.5):
+// one block step over a known jmp, then a count over a 1000-iteration loop. A few ms, a forked
+// child. The server runs it once and hands the answer to every process (issue 10: the engine
+// re-ran the whole probe per process).
+struct BlockStepProbe {
+  bool works = false;
+  std::string detail;
+};
+BlockStepProbe probe_block_step();
+
 struct ProbeReport {
   std::vector<ProbeItem> items;
   bool debug_registers_work = false;  // DR0-3/DR7 watchpoints and breakpoints trap
@@ -36,8 +46,9 @@ struct ProbeReport {
 };
 
 // Takes well under a second; forks short-lived traced children for the BTF and debug-register
-// checks (the latter is taken from `debug_registers` when the caller has it already).
-ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr);
+// checks (taken from `debug_registers` / `block_step` when the caller has them already).
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr,
+                      const BlockStepProbe* block_step = nullptr);
 // What the server uses, from the mechanisms that work: the branch source (perf BTS, else the LBR
 // module, else software), stepbranch (single-block where BTF works) and watchpoints.
 void decide_mechanisms(ProbeReport& report);

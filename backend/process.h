@@ -97,6 +97,9 @@ struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0, lm
 struct ProcessSettings {
   // The branch source (--btrace-source); auto picks the best that works per thread.
   TraceSource trace_source = TraceSource::Auto;
+  // What the server found out once about LBR, PT and the TEST ONLY feeds (its `code` reader
+  // is the process's own, set by the process).
+  TraceSetup trace_setup;
   // Hardware breakpoints and watchpoints in software, for machines whose debug registers do
   // not trap: Z1 becomes an int3 reported as a hardware breakpoint, Z2/Z3/Z4 are checked on
   // every instruction of the threads that run while one is set. Same four slots as hardware.

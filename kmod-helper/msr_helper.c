@@ -9,13 +9,17 @@
  * tracepoint), the module reads the stack into a per-target snapshot that the tracer fetches
  * with MSRH_IOC_LBR_SNAPSHOT.  See README.md for the ABI and the security model.
  *
- * simulate_lbr=1 is TEST ONLY: no MSR is touched and snapshots are synthetic, so that the
- * plumbing (hooks, permissions, lifetime) can be tested where no LBR exists (QEMU TCG).
+ * simulate_lbr=1 is TEST ONLY: no MSR is touched. The MSRs the module uses live in memory,
+ * one set per CPU (a 16-deep Skylake-like stack), and a trap "records" synthetic branches into
+ * them while the module has the LBR on, so that all of the LBR logic (switch-in/out, reset,
+ * busy rules, canonical addresses) and the plumbing (hooks, permissions, lifetime) can be
+ * tested where no LBR exists (QEMU TCG).
  */
 #define pr_fmt(fmt) "msr_helper: " fmt
 
 #include <linux/capability.h>
 #include <linux/fs.h>
+#include <linux/hashtable.h>
 #include <linux/kdebug.h>
 #include <linux/kernel.h>
 #include <linux/list.h>
@@ -41,6 +45,7 @@
 #include <asm/processor.h>
 
 #include "include/uapi/msr_helper.h"
+#include "msr_helper_logic.h"
 
 /* ---- version shims ------------------------------------------------------------------------ */
 
@@ -76,16 +81,23 @@
 
 /* ---- MSRs (our own names: msr-index.h names drift between versions) ------------------------ */
 
-#define MSRH_DEBUGCTL_LBR (1ull << 0)
-#define MSRH_LBR_SELECT_CPL_EQ_0 (1ull << 0)  /* suppress branches that end in ring 0 */
-#define MSRH_LBR_SELECT_FAR_BRANCH (1ull << 8) /* suppress far branches (syscall/irq/iret) */
-#define MSRH_LBR_SELECT_USER (MSRH_LBR_SELECT_CPL_EQ_0 | MSRH_LBR_SELECT_FAR_BRANCH)
 #define MSRH_LBR_INFO_MISPRED (1ull << 63)
+
+/* The top bit of a virtual address: 56 with 5-level paging, 47 with 4-level paging. */
+#define MSRH_VA_BITS (__VIRTUAL_MASK_SHIFT + 1)
 
 static bool simulate_lbr;
 module_param(simulate_lbr, bool, 0444);
 MODULE_PARM_DESC(simulate_lbr,
-		 "TEST ONLY, NEVER FOR PRODUCTION: skip the LBR probe and fill snapshots with synthetic entries");
+		 "TEST ONLY, NEVER FOR PRODUCTION: skip the LBR probe, keep the MSRs in memory and fill snapshots with synthetic entries");
+
+/*
+ * TEST ONLY counters (simulate_lbr=1): target lookups made by the sched_switch hook and the
+ * entries they visited, so the self-test can check that a switch costs O(1), not a list walk.
+ */
+static unsigned long sim_switch_lookups, sim_switch_visits;
+module_param(sim_switch_lookups, ulong, 0444);
+module_param(sim_switch_visits, ulong, 0444);
 
 /* ---- CPU description (computed once at load) ------------------------------------------------ */
 
@@ -94,32 +106,10 @@ struct msrh_cpu {
 	u32 lbr_format, depth, from, to, info; /* MSR bases; 0 = absent */
 	u32 features;
 	bool intel;
+	bool pt_coexist; /* perf lets PT and LBR run together on this model */
 	const char *layout;
 };
 static struct msrh_cpu msrh_cpu;
-
-static const u8 msrh_models_skl32[] = { /* Skylake and later (non-arch LBR), Goldmont, Tremont */
-	0x4e, 0x5e, 0x55, 0x8e, 0x9e, 0x66, 0x6a, 0x6c, 0x7d, 0x7e, 0xa5, 0xa6,
-	0x8c, 0x8d, 0xa7, 0x5c, 0x5f, 0x7a, 0x86, 0x96, 0x9c,
-};
-static const u8 msrh_models_nhm16[] = { /* Nehalem .. Broadwell */
-	0x1a, 0x1e, 0x1f, 0x2e, 0x25, 0x2c, 0x2f, 0x2a, 0x2d, 0x3a, 0x3e, 0x3c, 0x3f,
-	0x45, 0x46, 0x3d, 0x47, 0x4f, 0x56,
-};
-static const u8 msrh_models_atom8[] = { /* Bonnell, Saltwell, Silvermont, Airmont, KNL/KNM */
-	0x1c, 0x26, 0x27, 0x35, 0x36, 0x37, 0x4d, 0x4a, 0x5a, 0x5d, 0x4c, 0x57, 0x85,
-};
-static const u8 msrh_models_core2[] = { 0x0f, 0x16, 0x17, 0x1d };
-
-static bool msrh_model_in(u32 model, const u8 *list, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (list[i] == model)
-			return true;
-	return false;
-}
 
 static void msrh_detect_cpu(struct msrh_cpu *c)
 {
@@ -166,21 +156,102 @@ static void msrh_detect_cpu(struct msrh_cpu *c)
 	}
 	if (c->family != 6)
 		return;
-	if (msrh_model_in(c->model, msrh_models_skl32, ARRAY_SIZE(msrh_models_skl32)) ||
-	    (c->lbr_format >= 5 && c->lbr_format != 0x3f &&
-	     !msrh_model_in(c->model, msrh_models_nhm16, ARRAY_SIZE(msrh_models_nhm16)))) {
-		c->depth = 32, c->from = 0x680, c->to = 0x6c0, c->layout = "skylake";
-	} else if (msrh_model_in(c->model, msrh_models_nhm16, ARRAY_SIZE(msrh_models_nhm16))) {
-		c->depth = 16, c->from = 0x680, c->to = 0x6c0, c->layout = "nehalem";
-	} else if (msrh_model_in(c->model, msrh_models_atom8, ARRAY_SIZE(msrh_models_atom8))) {
-		c->depth = 8, c->from = 0x40, c->to = 0x60, c->layout = "atom";
-	} else if (msrh_model_in(c->model, msrh_models_core2, ARRAY_SIZE(msrh_models_core2))) {
-		c->depth = 4, c->from = 0x40, c->to = 0x60, c->layout = "core2";
+	{
+		struct msrh_layout l = msrh_layout_for(c->model, c->lbr_format);
+
+		c->depth = l.depth, c->from = l.from, c->to = l.to, c->info = l.info, c->layout = l.name;
+		c->pt_coexist = msrh_lbr_pt_coexist(&l);
 	}
-	if (c->depth == 32 && (c->lbr_format == 5 || c->lbr_format == 7)) {
-		c->info = 0xdc0;
+	if (c->info)
 		c->features |= MSRH_FEAT_LBR_INFO;
+}
+
+/* ---- MSR access (real, or the TEST ONLY simulation) ----------------------------------------- */
+
+#define MSRH_SIM_DEPTH MSRH_SIM_COUNT
+struct msrh_sim_regs {
+	u64 debugctl, select, tos, rtit;
+	u64 from[MSRH_SIM_DEPTH], to[MSRH_SIM_DEPTH], info[MSRH_SIM_DEPTH];
+};
+static DEFINE_PER_CPU(struct msrh_sim_regs, msrh_sim);
+
+/* The simulated register `msr` of this CPU, NULL if it is not one. */
+static u64 *msrh_sim_reg(u32 msr)
+{
+	struct msrh_sim_regs *r = this_cpu_ptr(&msrh_sim);
+
+	switch (msr) {
+	case MSRH_MSR_DEBUGCTL: return &r->debugctl;
+	case MSRH_MSR_LBR_SELECT: return &r->select;
+	case MSRH_MSR_LBR_TOS: return &r->tos;
+	case MSRH_MSR_RTIT_CTL: return &r->rtit;
 	}
+	if (msr >= 0x680 && msr < 0x680 + MSRH_SIM_DEPTH)
+		return &r->from[msr - 0x680];
+	if (msr >= 0x6c0 && msr < 0x6c0 + MSRH_SIM_DEPTH)
+		return &r->to[msr - 0x6c0];
+	if (msr >= 0xdc0 && msr < 0xdc0 + MSRH_SIM_DEPTH)
+		return &r->info[msr - 0xdc0];
+	return NULL;
+}
+
+static int msrh_rd(u32 msr, u64 *v)
+{
+	if (simulate_lbr) {
+		u64 *reg = msrh_sim_reg(msr);
+
+		if (reg) {
+			*v = *reg;
+			return 0;
+		}
+	}
+	return msrh_rdmsr_safe(msr, v); /* simulate_lbr: only reads (RDMSR ioctl) come here */
+}
+
+static int msrh_wr(u32 msr, u64 v)
+{
+	if (simulate_lbr) {
+		u64 *reg = msrh_sim_reg(msr);
+
+		if (!reg)
+			return -EIO; /* never a real MSR in a test */
+		*reg = v;
+		return 0;
+	}
+	return msrh_wrmsr_safe(msr, v);
+}
+
+/*
+ * TEST ONLY: what the CPU would do at a trap while the LBR is on: record the synthetic branches
+ * the uapi header specifies (newest last), into this CPU's simulated stack.
+ */
+static void msrh_sim_record(u64 a)
+{
+	struct msrh_sim_regs *r = this_cpu_ptr(&msrh_sim);
+	int k;
+
+	if (!(r->debugctl & MSRH_DEBUGCTL_LBR))
+		return;
+	for (k = MSRH_SIM_COUNT - 1; k >= 0; k--) {
+		r->tos = (r->tos + 1) % MSRH_SIM_DEPTH;
+		r->from[r->tos] = a - 0x10ull * k - 0x20;
+		r->to[r->tos] = a - 0x10ull * k;
+		r->info[r->tos] = MSRH_SIM_INFO(k);
+	}
+}
+
+/* TEST ONLY: at load, every CPU's stack holds someone else's branches (other tasks, the kernel). */
+static void msrh_sim_init(void *unused)
+{
+	struct msrh_sim_regs *r = this_cpu_ptr(&msrh_sim);
+	u32 i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < MSRH_SIM_DEPTH; i++) {
+		r->from[i] = MSRH_SIM_FOREIGN + 0x100 * i;
+		r->to[i] = MSRH_SIM_FOREIGN + 0x100 * i + 0x40;
+	}
+	r->tos = 3;
 }
 
 /*
@@ -237,7 +308,8 @@ struct msrh_file {
 };
 
 struct msrh_target {
-	struct list_head node;    /* on msrh_targets, RCU */
+	struct list_head node;    /* on msrh_targets (writers, under msrh_lock) */
+	struct hlist_node hnode;  /* in msrh_hash, keyed by task: what the hooks look up, RCU */
 	struct rcu_head rcu;
 	struct task_struct *task; /* reference held */
 	struct msrh_file *owner;  /* the open file that attached it */
@@ -247,7 +319,7 @@ struct msrh_target {
 	bool trap_pending;        /* a trap snapshot was taken; keep it until resumed */
 	bool stopped;             /* switched out in a ptrace stop (TASK_TRACED) */
 	bool conflict;
-	/* raw stack saved at switch-out, written back at switch-in (real LBR only) */
+	/* raw stack saved at switch-out, written back at switch-in (false: never switched out yet) */
 	u64 raw_tos;
 	u64 raw_from[MSRH_LBR_MAX], raw_to[MSRH_LBR_MAX], raw_info[MSRH_LBR_MAX];
 	bool raw_valid;
@@ -259,7 +331,12 @@ struct msrh_target {
 };
 
 static LIST_HEAD(msrh_targets);
-static DEFINE_RAW_SPINLOCK(msrh_lock); /* writers of msrh_targets; readers use RCU */
+/*
+ * The hooks run on every context switch of every CPU: they find a target by hashing the task
+ * pointer (one short bucket), never by walking all targets.
+ */
+static DEFINE_HASHTABLE(msrh_hash, 8);
+static DEFINE_RAW_SPINLOCK(msrh_lock); /* writers of msrh_targets and msrh_hash; readers use RCU */
 static atomic_t msrh_nr_targets = ATOMIC_INIT(0);
 static atomic_t msrh_nr_objects = ATOMIC_INIT(0); /* open files + targets not yet freed */
 static atomic64_t msrh_seq = ATOMIC64_INIT(0);
@@ -268,20 +345,41 @@ static atomic64_t msrh_seq = ATOMIC64_INIT(0);
  * dereferenced: it stays meaningful even after the target entry is gone.
  */
 static DEFINE_PER_CPU(struct task_struct *, msrh_cpu_owner);
+/* LBR_SELECT as the module found it at switch-in (perf's stale filter): put back at switch-out. */
+static DEFINE_PER_CPU(u64, msrh_cpu_foreign_select);
 
 static struct msrh_target *msrh_find_rcu(struct task_struct *task)
 {
 	struct msrh_target *t;
 
-	list_for_each_entry_rcu(t, &msrh_targets, node)
+	hash_for_each_possible_rcu(msrh_hash, t, hnode, (unsigned long)task)
 		if (t->task == task)
 			return t;
 	return NULL;
 }
 
-static u64 msrh_canonical(u64 v)
+/* The same, counting what it visits (TEST ONLY numbers for the self-test). */
+static struct msrh_target *msrh_find_switch(struct task_struct *task)
 {
-	return (u64)(((s64)(v << 16)) >> 16);
+	struct msrh_target *t;
+
+	if (!simulate_lbr)
+		return msrh_find_rcu(task);
+	sim_switch_lookups++;
+	hash_for_each_possible_rcu(msrh_hash, t, hnode, (unsigned long)task) {
+		sim_switch_visits++;
+		if (t->task == task)
+			return t;
+	}
+	return NULL;
+}
+
+static void msrh_unlink(struct msrh_target *t) /* msrh_lock held */
+{
+	t->unlinked = true;
+	list_del_rcu(&t->node);
+	hash_del_rcu(&t->hnode);
+	atomic_dec(&msrh_nr_targets);
 }
 
 /* Read this CPU's LBR stack into t->raw_* (IRQs off, LBR already frozen or filtered). */
@@ -290,16 +388,16 @@ static void msrh_read_raw(struct msrh_target *t)
 	u32 depth = msrh_cpu.depth, i;
 	u64 tos = 0;
 
-	if (msrh_rdmsr_safe(MSRH_MSR_LBR_TOS, &tos))
+	if (msrh_rd(MSRH_MSR_LBR_TOS, &tos))
 		tos = 0;
 	t->raw_tos = tos;
 	for (i = 0; i < depth; i++) {
 		t->raw_from[i] = t->raw_to[i] = t->raw_info[i] = 0;
-		if (msrh_rdmsr_safe(msrh_cpu.from + i, &t->raw_from[i]))
+		if (msrh_rd(msrh_cpu.from + i, &t->raw_from[i]))
 			t->raw_from[i] = 0;
-		if (msrh_rdmsr_safe(msrh_cpu.to + i, &t->raw_to[i]))
+		if (msrh_rd(msrh_cpu.to + i, &t->raw_to[i]))
 			t->raw_to[i] = 0;
-		if (msrh_cpu.info && msrh_rdmsr_safe(msrh_cpu.info + i, &t->raw_info[i]))
+		if (msrh_cpu.info && msrh_rd(msrh_cpu.info + i, &t->raw_info[i]))
 			t->raw_info[i] = 0;
 	}
 	t->raw_valid = true;
@@ -311,7 +409,7 @@ static void msrh_publish_raw(struct msrh_target *t, u32 why, u64 ip)
 	u32 depth = msrh_cpu.depth, n = 0, i;
 
 	for (i = 0; i < depth && n < MSRH_LBR_MAX; i++) {
-		u32 idx = (u32)(t->raw_tos - i) & (depth - 1);
+		u32 idx = (u32)(t->raw_tos - i) % depth;
 		u64 from = t->raw_from[idx], to = t->raw_to[idx], info = t->raw_info[idx];
 
 		if (!from && !to)
@@ -319,48 +417,43 @@ static void msrh_publish_raw(struct msrh_target *t, u32 why, u64 ip)
 		/* formats 3/4 keep MISPRED in FROM bit 63: move it to the LBR_INFO position */
 		if (!msrh_cpu.info && (msrh_cpu.lbr_format == 3 || msrh_cpu.lbr_format == 4))
 			info = (from & MSRH_LBR_INFO_MISPRED);
-		t->entries[n].from = msrh_canonical(from);
-		t->entries[n].to = msrh_canonical(to);
+		t->entries[n].from = msrh_canonical(from, MSRH_VA_BITS);
+		t->entries[n].to = msrh_canonical(to, MSRH_VA_BITS);
 		t->entries[n].info = info;
 		n++;
 	}
 	t->count = n;
-	t->flags = why | (t->conflict ? MSRH_SNAP_CONFLICT : 0);
+	t->flags = why | (t->conflict ? MSRH_SNAP_CONFLICT : 0) | (simulate_lbr ? MSRH_SNAP_SIMULATED : 0);
 	t->ip = ip;
 	t->cpu = smp_processor_id();
 	t->seq = atomic64_inc_return(&msrh_seq);
 }
 
-/* TEST ONLY: deterministic synthetic entries (see the uapi header). t->lock held. */
-static void msrh_publish_sim(struct msrh_target *t, u32 why, u64 ip)
+/* Who else uses the LBR of this CPU (MSRH_BUSY_*; 0 = nobody). IRQs or preemption off. */
+static unsigned msrh_busy_here(void)
 {
-	u64 a = (why & MSRH_SNAP_INT3) ? ip - 1 : ip;
-	u32 k;
+	u64 dbg = 0, rtit = 0;
 
-	memset(t->entries, 0, sizeof(t->entries));
-	for (k = 0; k < MSRH_SIM_COUNT; k++) {
-		t->entries[k].to = a - 0x10ull * k;
-		t->entries[k].from = a - 0x10ull * k - 0x20;
-		t->entries[k].info = MSRH_SIM_INFO(k);
-	}
-	t->count = MSRH_SIM_COUNT;
-	t->flags = why | MSRH_SNAP_SIMULATED;
-	t->ip = ip;
-	t->cpu = smp_processor_id();
-	t->seq = atomic64_inc_return(&msrh_seq);
+	if (msrh_rd(MSRH_MSR_DEBUGCTL, &dbg))
+		return MSRH_BUSY_LBR; /* cannot even read it: do not touch it */
+	if (msrh_rd(MSRH_MSR_RTIT_CTL, &rtit))
+		rtit = 0; /* no PT on this CPU */
+	return msrh_busy(dbg, rtit, msrh_cpu.pt_coexist);
 }
 
 /* Turn this CPU's LBR off if `task` (or any task of ours, NULL) owns it.  IRQs off. */
 static void msrh_cpu_release(struct task_struct *task)
 {
 	struct task_struct *owner = this_cpu_read(msrh_cpu_owner);
-	u64 dbg;
+	u64 dbg, sel;
 
 	if (!owner || (task && owner != task))
 		return;
-	if (!msrh_rdmsr_safe(MSRH_MSR_DEBUGCTL, &dbg))
-		msrh_wrmsr_safe(MSRH_MSR_DEBUGCTL, dbg & ~MSRH_DEBUGCTL_LBR);
-	msrh_wrmsr_safe(MSRH_MSR_LBR_SELECT, 0);
+	if (!msrh_rd(MSRH_MSR_DEBUGCTL, &dbg) && !msrh_rd(MSRH_MSR_LBR_SELECT, &sel) &&
+	    msrh_still_ours(sel, dbg)) {
+		msrh_wr(MSRH_MSR_DEBUGCTL, dbg & ~MSRH_DEBUGCTL_LBR);
+		msrh_wr(MSRH_MSR_LBR_SELECT, this_cpu_read(msrh_cpu_foreign_select));
+	}
 	this_cpu_write(msrh_cpu_owner, NULL);
 }
 
@@ -383,20 +476,31 @@ static void msrh_switch_out(struct msrh_target *t, struct task_struct *prev)
 	 */
 	if (task_is_traced(prev))
 		t->stopped = true;
-	if (simulate_lbr) {
-		if (!t->removed && !t->trap_pending)
-			msrh_publish_sim(t, MSRH_SNAP_SWITCH, ip);
-	} else if (this_cpu_read(msrh_cpu_owner) == prev) {
-		u64 dbg;
+	if (this_cpu_read(msrh_cpu_owner) == prev) {
+		u64 dbg = 0, sel = 0;
 
-		/* freeze first, then read: nothing after this point can enter the stack */
-		if (!msrh_rdmsr_safe(MSRH_MSR_DEBUGCTL, &dbg))
-			msrh_wrmsr_safe(MSRH_MSR_DEBUGCTL, dbg & ~MSRH_DEBUGCTL_LBR);
-		msrh_read_raw(t);
-		msrh_wrmsr_safe(MSRH_MSR_LBR_SELECT, 0);
+		msrh_rd(MSRH_MSR_DEBUGCTL, &dbg);
+		msrh_rd(MSRH_MSR_LBR_SELECT, &sel);
+		if (msrh_still_ours(sel, dbg)) {
+			/* freeze first, then read: nothing after this point can enter the stack */
+			msrh_wr(MSRH_MSR_DEBUGCTL, dbg & ~MSRH_DEBUGCTL_LBR);
+			msrh_read_raw(t);
+			msrh_wr(MSRH_MSR_LBR_SELECT, this_cpu_read(msrh_cpu_foreign_select));
+		} else {
+			/* perf took the LBR while the thread ran: the stack is not the thread's */
+			t->conflict = true;
+		}
 		this_cpu_write(msrh_cpu_owner, NULL);
-		if (!t->removed && !t->trap_pending)
+		if (!t->removed && !t->trap_pending && t->raw_valid && !t->conflict)
 			msrh_publish_raw(t, MSRH_SNAP_SWITCH, ip);
+	}
+	if (t->conflict && !t->removed && !t->trap_pending) {
+		/* another user held the LBR: say so, with no entries, rather than nothing */
+		t->count = 0;
+		t->flags = MSRH_SNAP_SWITCH | MSRH_SNAP_CONFLICT | (simulate_lbr ? MSRH_SNAP_SIMULATED : 0);
+		t->ip = ip;
+		t->cpu = smp_processor_id();
+		t->seq = atomic64_inc_return(&msrh_seq);
 	}
 	raw_spin_unlock(&t->lock);
 }
@@ -411,28 +515,34 @@ static void msrh_switch_in(struct msrh_target *t, struct task_struct *next)
 		t->stopped = false;
 		t->trap_pending = false;
 	}
-	if (simulate_lbr || t->removed)
+	if (t->removed)
 		goto out;
-	if (this_cpu_read(msrh_cpu_owner) || msrh_rdmsr_safe(MSRH_MSR_DEBUGCTL, &dbg) ||
-	    msrh_rdmsr_safe(MSRH_MSR_LBR_SELECT, &sel) || (dbg & MSRH_DEBUGCTL_LBR) || sel) {
+	if (this_cpu_read(msrh_cpu_owner) || msrh_busy_here() || msrh_rd(MSRH_MSR_DEBUGCTL, &dbg) ||
+	    msrh_rd(MSRH_MSR_LBR_SELECT, &sel)) {
 		t->conflict = true; /* someone else (perf, a hypervisor) uses the LBR here */
 		goto out;
 	}
 	t->conflict = false;
-	if (t->raw_valid) { /* carry the thread's history across CPUs, like perf does */
-		for (i = 0; i < msrh_cpu.depth; i++) {
-			if (msrh_wrmsr_safe(msrh_cpu.from + i, t->raw_from[i]))
-				msrh_wrmsr_safe(msrh_cpu.from + i, 0);
-			if (msrh_wrmsr_safe(msrh_cpu.to + i, t->raw_to[i]))
-				msrh_wrmsr_safe(msrh_cpu.to + i, 0);
-			if (msrh_cpu.info && msrh_wrmsr_safe(msrh_cpu.info + i, t->raw_info[i]))
-				msrh_wrmsr_safe(msrh_cpu.info + i, 0);
-		}
-		msrh_wrmsr_safe(MSRH_MSR_LBR_TOS, t->raw_tos);
+	/*
+	 * The thread's own stack goes back in; the first time there is none yet, and the stack
+	 * holds whatever ran here before (other tasks, the kernel): it is cleared.
+	 */
+	for (i = 0; i < msrh_cpu.depth; i++) {
+		u64 from = t->raw_valid ? t->raw_from[i] : 0, to = t->raw_valid ? t->raw_to[i] : 0;
+		u64 info = t->raw_valid ? t->raw_info[i] : 0;
+
+		if (msrh_wr(msrh_cpu.from + i, from))
+			msrh_wr(msrh_cpu.from + i, 0);
+		if (msrh_wr(msrh_cpu.to + i, to))
+			msrh_wr(msrh_cpu.to + i, 0);
+		if (msrh_cpu.info && msrh_wr(msrh_cpu.info + i, info))
+			msrh_wr(msrh_cpu.info + i, 0);
 	}
-	if (msrh_wrmsr_safe(MSRH_MSR_LBR_SELECT, MSRH_LBR_SELECT_USER) ||
-	    msrh_wrmsr_safe(MSRH_MSR_DEBUGCTL, dbg | MSRH_DEBUGCTL_LBR)) {
-		msrh_wrmsr_safe(MSRH_MSR_LBR_SELECT, 0);
+	msrh_wr(MSRH_MSR_LBR_TOS, t->raw_valid ? t->raw_tos : 0);
+	this_cpu_write(msrh_cpu_foreign_select, sel); /* perf's stale filter, put back at switch-out */
+	if (msrh_wr(MSRH_MSR_LBR_SELECT, MSRH_LBR_SELECT_USER) ||
+	    msrh_wr(MSRH_MSR_DEBUGCTL, dbg | MSRH_DEBUGCTL_LBR)) {
+		msrh_wr(MSRH_MSR_LBR_SELECT, sel);
 		t->conflict = true;
 		goto out;
 	}
@@ -449,12 +559,12 @@ static void msrh_probe_switch(MSRH_SWITCH_PROTO)
 	if (likely(!atomic_read(&msrh_nr_targets) && !owner))
 		return;
 	rcu_read_lock();
-	t = msrh_find_rcu(prev);
+	t = msrh_find_switch(prev);
 	if (t)
 		msrh_switch_out(t, prev);
 	else if (owner == prev)
 		msrh_cpu_release(prev); /* detached or exited while running: just stop */
-	t = msrh_find_rcu(next);
+	t = msrh_find_switch(next);
 	if (t)
 		msrh_switch_in(t, next);
 	rcu_read_unlock();
@@ -475,9 +585,7 @@ static void msrh_probe_exit(MSRH_EXIT_PROTO)
 	if (t) {
 		raw_spin_lock_irqsave(&msrh_lock, flags);
 		if (!t->unlinked) {
-			t->unlinked = true;
-			list_del_rcu(&t->node);
-			atomic_dec(&msrh_nr_targets);
+			msrh_unlink(t);
 			mine = true;
 		}
 		raw_spin_unlock_irqrestore(&msrh_lock, flags);
@@ -508,12 +616,9 @@ static int msrh_die_notify(struct notifier_block *nb, unsigned long val, void *d
 	t = msrh_find_rcu(current);
 	if (t) {
 		raw_spin_lock_irqsave(&t->lock, flags);
-		if (t->removed) {
-			/* nothing */
-		} else if (simulate_lbr) {
-			msrh_publish_sim(t, why, args->regs->ip);
-			t->trap_pending = true;
-		} else if (this_cpu_read(msrh_cpu_owner) == current) {
+		if (!t->removed && this_cpu_read(msrh_cpu_owner) == current) {
+			if (simulate_lbr) /* what the CPU would have recorded up to this trap */
+				msrh_sim_record(why == MSRH_SNAP_INT3 ? args->regs->ip - 1 : args->regs->ip);
 			/*
 			 * LBR_SELECT keeps ring-0 branches out, so the stack still ends with the
 			 * thread's last user branches.  (A #DB also clears DEBUGCTL.LBR on Intel,
@@ -556,14 +661,12 @@ static void msrh_remove(struct msrh_target *t, bool all_cpus)
 	raw_spin_lock_irqsave(&t->lock, flags);
 	t->removed = true;
 	raw_spin_unlock_irqrestore(&t->lock, flags);
-	if (!simulate_lbr) {
-		if (all_cpus) {
-			on_each_cpu(msrh_cpu_release_ipi, t->task, 1);
-		} else {
-			local_irq_save(flags);
-			msrh_cpu_release(t->task);
-			local_irq_restore(flags);
-		}
+	if (all_cpus) {
+		on_each_cpu(msrh_cpu_release_ipi, t->task, 1);
+	} else {
+		local_irq_save(flags);
+		msrh_cpu_release(t->task);
+		local_irq_restore(flags);
 	}
 	call_rcu(&t->rcu, msrh_target_free_rcu);
 }
@@ -581,9 +684,7 @@ static void msrh_remove_owned(struct msrh_file *owner)
 		list_for_each_entry_safe(t, tmp, &msrh_targets, node) {
 			if (!owner || t->owner == owner) {
 				victim = t;
-				victim->unlinked = true;
-				list_del_rcu(&victim->node);
-				atomic_dec(&msrh_nr_targets);
+				msrh_unlink(victim);
 				break;
 			}
 		}
@@ -642,15 +743,12 @@ static long msrh_ioc_info(void __user *arg)
 	info.stepping = msrh_cpu.stepping;
 	info.lbr_format = msrh_cpu.lbr_format;
 	info.features = msrh_cpu.features;
-	if (simulate_lbr) {
+	if (simulate_lbr)
 		info.features |= MSRH_FEAT_SIMULATED;
-		info.lbr_depth = MSRH_LBR_MAX;
-	} else {
-		info.lbr_depth = msrh_cpu.depth;
-		info.lbr_from_msr = msrh_cpu.from;
-		info.lbr_to_msr = msrh_cpu.to;
-		info.lbr_info_msr = msrh_cpu.info;
-	}
+	info.lbr_depth = msrh_cpu.depth;
+	info.lbr_from_msr = msrh_cpu.from;
+	info.lbr_to_msr = msrh_cpu.to;
+	info.lbr_info_msr = msrh_cpu.info;
 	if (security_locked_down(LOCKDOWN_MSR))
 		info.features |= MSRH_FEAT_LOCKDOWN;
 	info.live_targets = atomic_read(&msrh_nr_targets);
@@ -667,15 +765,13 @@ static int msrh_copy_target(struct msrh_lbr_target *a, void __user *arg)
 	return 0;
 }
 
-/* Is the LBR of this CPU free?  (Someone else's DEBUGCTL.LBR / LBR_SELECT means no.) */
+/* Is the LBR of this CPU free?  (msrh_busy(): another LBR, BTS or PT user means no.) */
 static int msrh_lbr_free_here(void)
 {
-	u64 dbg = 0, sel = 0;
-	int busy;
+	unsigned busy;
 
 	preempt_disable();
-	busy = msrh_rdmsr_safe(MSRH_MSR_DEBUGCTL, &dbg) || msrh_rdmsr_safe(MSRH_MSR_LBR_SELECT, &sel) ||
-	       (dbg & MSRH_DEBUGCTL_LBR) || sel;
+	busy = msrh_busy_here();
 	preempt_enable();
 	return busy ? -EBUSY : 0;
 }
@@ -697,11 +793,9 @@ static long msrh_ioc_attach(struct msrh_file *f, void __user *arg)
 	task = msrh_get_traced(a.pid, &err);
 	if (!task)
 		return err;
-	if (!simulate_lbr) {
-		err = msrh_lbr_free_here();
-		if (err)
-			goto out_put;
-	}
+	err = msrh_lbr_free_here();
+	if (err)
+		goto out_put;
 	t = kzalloc(sizeof(*t), GFP_KERNEL);
 	if (!t) {
 		err = -ENOMEM;
@@ -718,6 +812,7 @@ static long msrh_ioc_attach(struct msrh_file *f, void __user *arg)
 		err = -EEXIST;
 	} else {
 		list_add_rcu(&t->node, &msrh_targets);
+		hash_add_rcu(msrh_hash, &t->hnode, (unsigned long)task);
 		atomic_inc(&msrh_nr_targets);
 	}
 	rcu_read_unlock();
@@ -764,9 +859,7 @@ static long msrh_ioc_detach(struct msrh_file *f, void __user *arg)
 	if (t) {
 		raw_spin_lock_irq(&msrh_lock);
 		if (!t->unlinked) {
-			t->unlinked = true;
-			list_del_rcu(&t->node);
-			atomic_dec(&msrh_nr_targets);
+			msrh_unlink(t);
 			mine = true;
 		}
 		raw_spin_unlock_irq(&msrh_lock);
@@ -866,13 +959,48 @@ static long msrh_ioc_rdmsr(void __user *arg)
 	if (!msrh_rdmsr_allowed(r.msr))
 		return -EPERM;
 	preempt_disable();
-	err = msrh_rdmsr_safe(r.msr, &v);
+	err = msrh_rd(r.msr, &v);
 	r.cpu = smp_processor_id();
 	preempt_enable();
 	if (err)
 		return -EIO;
 	r.value = v;
 	return copy_to_user(arg, &r, sizeof(r)) ? -EFAULT : 0;
+}
+
+/* TEST ONLY: play another LBR/BTS/PT user by setting a simulated register on every CPU. */
+struct msrh_sim_set {
+	u32 msr;
+	u64 value;
+};
+
+static void msrh_sim_set_ipi(void *arg)
+{
+	struct msrh_sim_set *set = arg;
+	u64 *reg = msrh_sim_reg(set->msr);
+
+	if (reg)
+		*reg = set->value;
+}
+
+static long msrh_ioc_sim_set(void __user *arg)
+{
+	struct msrh_rdmsr r;
+	struct msrh_sim_set set;
+
+	if (!simulate_lbr)
+		return -ENOTTY; /* real MSRs are never written on a caller's behalf */
+	if (copy_from_user(&r, arg, sizeof(r)))
+		return -EFAULT;
+	if (r.size != sizeof(r) || r.reserved)
+		return -EINVAL;
+	if (r.msr != MSRH_MSR_DEBUGCTL && r.msr != MSRH_MSR_LBR_SELECT && r.msr != MSRH_MSR_LBR_TOS &&
+	    r.msr != MSRH_MSR_RTIT_CTL)
+		return -EPERM;
+	set.msr = r.msr;
+	set.value = r.value;
+	on_each_cpu(msrh_sim_set_ipi, &set, 1);
+	return 0;
 }
 
 static long msrh_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
@@ -891,6 +1019,8 @@ static long msrh_ioctl(struct file *file, unsigned int cmd, unsigned long uarg)
 		return msrh_ioc_snapshot(f, arg);
 	case MSRH_IOC_RDMSR:
 		return msrh_ioc_rdmsr(arg);
+	case MSRH_IOC_SIM_SET:
+		return msrh_ioc_sim_set(arg);
 	default:
 		return -ENOTTY;
 	}
@@ -971,9 +1101,16 @@ static int __init msrh_init(void)
 	if (simulate_lbr) {
 		pr_warn("************************************************************\n");
 		pr_warn("simulate_lbr=1: TEST ONLY, NEVER FOR PRODUCTION. The LBR probe is\n");
-		pr_warn("skipped and every snapshot is SYNTHETIC (not real branches).\n");
+		pr_warn("skipped, the MSRs are simulated in memory and every snapshot is\n");
+		pr_warn("SYNTHETIC (not real branches).\n");
 		pr_warn("************************************************************\n");
 		add_taint(TAINT_USER, LOCKDEP_STILL_OK);
+		/* a 16-deep Skylake-like stack (with LBR_INFO), simulated per CPU */
+		msrh_cpu.depth = MSRH_SIM_DEPTH, msrh_cpu.from = 0x680, msrh_cpu.to = 0x6c0;
+		msrh_cpu.info = 0xdc0, msrh_cpu.lbr_format = 5, msrh_cpu.pt_coexist = true;
+		msrh_cpu.layout = "simulated";
+		msrh_cpu.features |= MSRH_FEAT_LBR | MSRH_FEAT_LBR_SELECT | MSRH_FEAT_LBR_TOS | MSRH_FEAT_LBR_INFO;
+		on_each_cpu(msrh_sim_init, NULL, 1);
 	} else {
 		if (!msrh_probe_lbr(&orig, &readback)) {
 			pr_err("refusing to load (-ENODEV): DEBUGCTL.LBR did not stick in the write-and-read-back probe (before %#llx, read back %#llx): this CPU or hypervisor does not honour LBR (QEMU TCG and KVM without vPMU LBR drop it silently)\n",
@@ -1035,8 +1172,7 @@ static void __exit msrh_exit(void)
 	tracepoint_probe_unregister(msrh_tp_switch, (void *)msrh_probe_switch, NULL);
 	tracepoint_synchronize_unregister();
 	msrh_remove_owned(NULL);
-	if (!simulate_lbr)
-		on_each_cpu(msrh_cpu_release_ipi, NULL, 1);
+	on_each_cpu(msrh_cpu_release_ipi, NULL, 1);
 	rcu_barrier(); /* every call_rcu free has run */
 	pr_info("unloaded: %d object(s) outstanding\n", atomic_read(&msrh_nr_objects));
 }

@@ -13,6 +13,26 @@ std::string btrace_xml(const std::vector<BtraceBlockSpec>& newest_first) {
   return out;
 }
 
+std::string btrace_pt_xml(const BtracePtCpu& cpu, std::span<const uint8_t> raw) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "<!DOCTYPE btrace SYSTEM \"btrace.dtd\">\n<btrace version=\"1.0\">\n<pt>\n<pt-config>\n";
+  if (cpu.vendor == "GenuineIntel")
+    out += "<cpu vendor=\"GenuineIntel\" family=\"" + std::to_string(cpu.family) + "\" model=\"" +
+           std::to_string(cpu.model) + "\" stepping=\"" + std::to_string(cpu.stepping) + "\"/>\n";
+  out += "</pt-config>\n";
+  if (!raw.empty()) {
+    out.reserve(out.size() + raw.size() * 2 + 32);
+    out += "<raw>\n";  // GDB trims the text; no whitespace may come inside it
+    for (uint8_t b : raw) {
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    }
+    out += "</raw>\n";
+  }
+  out += "</pt>\n</btrace>\n";
+  return out;
+}
+
 std::string btrace_conf_xml(std::optional<uint64_t> bts_size, std::optional<uint64_t> pt_size) {
   std::string out = "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n";
   if (bts_size) out += "<bts size=\"0x" + hex_u64(*bts_size) + "\"/>\n";

@@ -27,6 +27,7 @@ packages=(
   # GDB's own testsuite (tests/gdb-testsuite/run.sh): DejaGnu's runtest, expect, "ip" for the
   # loopback of each test's network namespace, xz for the source tarball.
   dejagnu expect iproute2 xz-utils
+  libipt-dev            # tools/pt_tool: the Intel PT tests make and decode real PT streams
 )
 if [[ $want_kmod == 1 ]]; then
   packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)

@@ -17,7 +17,7 @@ void Logger::set_file(const std::string& path) {
   if (file_) std::fclose(file_);
   file_ = nullptr;
   if (path.empty()) return;
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), "we");  // close-on-exec
   if (!file_) write(fmt::format("Cannot open {} for writing. {}. Switching to stderr.", path, std::strerror(errno)));
 }
 

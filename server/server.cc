@@ -3,7 +3,10 @@
 #include "backend/features.h"
 #include "backend/launch.h"
 #include "server/capabilities.h"
+#include "backend/btrace/cpu_id.h"
+#include "backend/btrace/perf_pt.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
 #include <signal.h>
@@ -45,7 +48,7 @@ Server::~Server() {
 const backend::ProbeReport& Server::probe() {
   if (!probe_) {
     if (!debug_register_probe_) debug_register_probe_ = backend::probe_debug_registers();
-    probe_ = backend::run_probe(&*debug_register_probe_);
+    probe_ = backend::run_probe(&*debug_register_probe_, &block_step());
     probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";  // what this server does
   }
   return *probe_;
@@ -53,8 +56,14 @@ const backend::ProbeReport& Server::probe() {
 
 void Server::set_probe(backend::ProbeReport report) {
   debug_register_probe_ = backend::DebugRegisterProbe{report.debug_registers_work, "given, not probed"};
+  block_step_probe_ = backend::BlockStepProbe{report.btf_works, "given, not probed"};
   probe_ = std::move(report);
   probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";
+}
+
+const backend::BlockStepProbe& Server::block_step() {
+  if (!block_step_probe_) block_step_probe_ = backend::probe_block_step();
+  return *block_step_probe_;
 }
 
 bool Server::watch_emulation() {
@@ -68,16 +77,42 @@ bool Server::watch_emulation() {
   return !debug_register_probe_->works;
 }
 
-backend::LbrDevice* Server::lbr_device(std::string* why) {
-  if (!lbr_device_) {
-    auto device = backend::LbrDevice::open();
-    if (!device) {
-      if (why) *why = backend::lbr_probe_line();
-      return nullptr;
-    }
-    lbr_device_.emplace(std::move(*device));
+const backend::TraceSetup& Server::trace_setup() {
+  if (trace_setup_) return *trace_setup_;
+  backend::TraceSetup setup;
+  backend::CpuId cpu = backend::read_cpu_id();
+  if (!options_.test_lbr_snapshots.empty()) {
+    auto feed = backend::ReplayLbrFeed::load(options_.test_lbr_snapshots);
+    if (feed) setup.lbr = *feed;
+    else setup.lbr_unavailable = feed.error().message;
+  } else if (auto device = backend::LbrDevice::open()) {
+    setup.lbr = std::make_shared<backend::DeviceLbrFeed>(std::move(*device));
+  } else {
+    setup.lbr_unavailable = backend::lbr_unavailable_reason(backend::LbrDevice::kDefaultPath, device.error(), cpu);
   }
-  return &*lbr_device_;
+  if (!options_.test_pt_aux.empty()) {
+    setup.pt = true;
+    setup.test_pt_aux = options_.test_pt_aux;
+  } else {
+    auto pt = backend::probe_pt();
+    setup.pt = pt.works;
+    if (!pt.works) {
+      setup.pt_unavailable = pt.why;
+      std::string cpu_reason = backend::pt_cpu_reason(cpu);
+      if (!cpu_reason.empty()) setup.pt_unavailable += " (" + cpu_reason + ")";
+    }
+  }
+  setup.test_bts_ring = options_.test_bts_ring;
+  if (!options_.test_bts_ring.empty() || !options_.test_pt_aux.empty() || !options_.test_lbr_snapshots.empty())
+    log_.notice("TEST ONLY: branch data is replayed from files (--test-*), not recorded by the hardware.");
+  trace_setup_ = std::move(setup);
+  return *trace_setup_;
+}
+
+backend::LbrFeed* Server::lbr_feed(std::string* why) {
+  const auto& setup = trace_setup();
+  if (!setup.lbr && why) *why = setup.lbr_unavailable;
+  return setup.lbr.get();
 }
 
 backend::TraceSource Server::btrace_source() const {
@@ -109,7 +144,11 @@ backend::Result<pid_t> Server::attach(pid_t pid) {
 }
 
 const protocol::Capabilities& Server::capabilities() {
-  if (!capabilities_) capabilities_ = derive_capabilities(backend::supported_features(probe()));
+  if (!capabilities_) {
+    auto features = backend::supported_features(probe());
+    features.intel_pt = trace_setup().pt;  // the same check, or a TEST ONLY PT feed
+    capabilities_ = derive_capabilities(features);
+  }
   return *capabilities_;
 }
 
@@ -117,8 +156,9 @@ backend::ProcessSettings Server::process_settings() {
   backend::ProcessSettings settings;
   settings.trace_source = btrace_source();
   settings.watch_emulation = watch_emulation();
-  // PTRACE_SINGLEBLOCK only where the probe (run once per server) saw BTF work.
-  settings.singleblock = probe().btf_works;
+  settings.trace_setup = trace_setup();
+  // PTRACE_SINGLEBLOCK only where the block-step probe (run once per server) saw BTF work.
+  settings.singleblock = block_step().works || options_.test_singleblock;
   settings.busy_poll = busy_poll();
   if (log_.debug) settings.log = [this](std::string_view line) { log_.event("{}", line); };
   return settings;
@@ -293,6 +333,7 @@ std::optional<std::string> Server::prepare_listener() {
                             "anyone who can reach this port can run code as this user", address.host));
   acceptor_.emplace(io_);
   acceptor_->open(endpoint.protocol());
+  ::fcntl(acceptor_->native_handle(), F_SETFD, FD_CLOEXEC);  // Asio does not; launched programs must not inherit it
   acceptor_->set_option(tcp::acceptor::reuse_address(true));
   acceptor_->bind(endpoint);
   acceptor_->listen(1);

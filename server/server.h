@@ -12,6 +12,7 @@
 
 #include "backend/btrace/tracer.h"
 #include "backend/process.h"
+#include "backend/btrace/lbr_feed.h"
 #include "backend/btrace/lbr_source.h"
 #include "backend/probe.h"
 #include "backend/thread_db.h"
@@ -74,19 +75,26 @@ class Server {
   // children): unit tests that drive a Session against a fake process. Call before any
   // process is added; watchpoint emulation in auto mode follows its debug-register line.
   void set_probe(backend::ProbeReport report);
+  // Whether PTRACE_SINGLEBLOCK works here, probed once per server life: what the process engine
+  // uses for stepbranch instead of probing per process.
+  const backend::BlockStepProbe& block_step();
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();
-  // How every process is run: trace source, watchpoint emulation, single-block stepping (from
-  // the cached probe), busy polling, --debug logging.
+  // How every process is run: trace source and setup, watchpoint emulation, single-block
+  // stepping (from the cached probe), busy polling, --debug logging.
   backend::ProcessSettings process_settings();
   // What this server serves and advertises (from the backend's features and the probe).
   const protocol::Capabilities& capabilities();
   // --busy-poll: how long to keep polling after an event (0 on a single CPU).
   std::chrono::microseconds busy_poll() const;
-  // The msr_helper device, opened on first use and kept open: the module ties a thread's LBR to
-  // the file it was attached through. Null (with `why`) when the module is not there.
-  backend::LbrDevice* lbr_device(std::string* why);
+  // What every process's branch tracer gets, found out once: the one LBR feed (the msr_helper
+  // device, opened once and kept open: the module ties a thread's LBR to the handle that
+  // attached it, so `monitor lbr` and `record btrace` must share it), why there is none, whether
+  // Intel PT can be recorded, and the TEST ONLY feeds.
+  const backend::TraceSetup& trace_setup();
+  // The LBR feed, or null with `why`.
+  backend::LbrFeed* lbr_feed(std::string* why);
   backend::TraceSource btrace_source() const;
   // libthread_db for qGetTLSAddr, and its search path (monitor set libthread-db-search-path).
   backend::ThreadDb& thread_db() { return thread_db_; }
@@ -135,7 +143,8 @@ class Server {
   std::optional<backend::ProbeReport> probe_;
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
   std::optional<protocol::Capabilities> capabilities_;
-  std::optional<backend::LbrDevice> lbr_device_;
+  std::optional<backend::BlockStepProbe> block_step_probe_;
+  std::optional<backend::TraceSetup> trace_setup_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;
   std::vector<std::string> last_run_;

@@ -1,5 +1,7 @@
 #include "server/transport.h"
 
+#include <fcntl.h>
+
 #include <unistd.h>
 
 #include <array>
@@ -85,6 +87,9 @@ class StreamTransport : public Transport {
 class TcpTransport : public Transport {
  public:
   explicit TcpTransport(asio::ip::tcp::socket socket) : socket_(std::move(socket)), impl_(socket_, socket_) {
+    // Asio's accept() does not set close-on-exec: a program launched later (vRun) would hold
+    // the client's connection open.
+    ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
     boost::system::error_code ignored;
     socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   }
@@ -105,7 +110,8 @@ class TcpTransport : public Transport {
 class StdioTransport : public Transport {
  public:
   explicit StdioTransport(asio::io_context& io)
-      : in_(io, ::dup(STDIN_FILENO)), out_(io, ::dup(STDOUT_FILENO)), impl_(in_, out_) {}
+      : in_(io, ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)), out_(io, ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)),
+        impl_(in_, out_) {}  // close-on-exec: the programs we launch get no copy of the protocol
   void start(ReadHandler d, CloseHandler c) override { impl_.start(std::move(d), std::move(c)); }
   void write(std::string bytes) override { impl_.write(std::move(bytes)); }
   void close() override {

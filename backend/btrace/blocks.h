@@ -14,6 +14,11 @@ namespace backend {
 // closes a block that begins at its `to`, and the next older block ends at its `from`. The
 // unfinished oldest block {0, from of the oldest branch} (or {0, current_pc} with no branches)
 // is appended only when keep_partial (delta reads).
+// A gap entry (is_gap) ends the history before it: the newer block's unknown start becomes the
+// one instruction known to have run there (the branch at the newer block's end) after a block
+// whose end lies below its begin, which GDB turns into a gap ("Recorded trace may be corrupted
+// at instruction N (pc = ...)", `info record` counts it in "(N gaps)"); the older history ends
+// at the gap's `from`.
 std::vector<TraceBlock> build_blocks(std::span<const Branch> newest_first, uint64_t current_pc,
                                      bool keep_partial);
 

@@ -9,7 +9,16 @@ struct CpuId {
   std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
   unsigned family = 0, model = 0, stepping = 0;  // display family/model (extended fields folded in)
   bool hypervisor = false;                       // CPUID.1:ECX bit 31
+  bool pdcm = false;                             // CPUID.1:ECX bit 15 (PERF_CAPABILITIES)
+  bool intel_pt = false;                         // CPUID.(EAX=7,ECX=0):EBX bit 25
+  bool arch_lbr = false;                         // CPUID.(EAX=7,ECX=0):EDX bit 19
 };
+
+// Why Intel PT cannot be used on this CPU at all ("" when the CPU has it).
+std::string pt_cpu_reason(const CpuId& cpu);
+// Why the msr_helper module cannot drive this CPU's LBR ("" when it might): the module refuses
+// to load on these, so users would otherwise only ever see "not loaded".
+std::string lbr_cpu_reason(const CpuId& cpu);
 
 CpuId read_cpu_id();
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/btrace/branch_ring.h"
+#include "backend/btrace/perf_event.h"
 #include "backend/error.h"
 
 namespace backend {
@@ -53,8 +54,11 @@ perf_event_attr perf_bts_attr();
 // The kernel's _text from /proc/kallsyms, 0 if hidden or unreadable.
 uint64_t kernel_text_start();
 // gdbserver's texts for a failed perf_event_open (errno err), reading the paranoid level from
-// paranoid_path when err is EPERM/EACCES.
+// paranoid_path when err is EPERM/EACCES. The errnos perf gives when the hardware is missing or
+// taken (ENOENT, EOPNOTSUPP, EBUSY, EINVAL) get what they mean after gdbserver's words.
 Error perf_bts_open_error(int err, const char* paranoid_path = "/proc/sys/kernel/perf_event_paranoid");
+// What a perf_event_open errno means for a hardware trace event ("" for others).
+std::string perf_errno_meaning(int err);
 
 // A live BTS recording of one thread: the perf event plus its PROT_READ mapping.
 class PerfBtsSource {
@@ -62,6 +66,10 @@ class PerfBtsSource {
   // size_bytes is the requested buffer size (Qbtrace-conf:bts:size); the mapping is a power of
   // two pages, halved until mmap succeeds.
   static Result<std::unique_ptr<PerfBtsSource>> open(pid_t tid, uint64_t size_bytes);
+  // TEST ONLY (branchstub --test-bts-ring): the mapping is `path`, a file laid out like the
+  // perf mmap (header page, then the data area at data_offset/data_size) that a test writes
+  // as the kernel would. Nothing else differs from a live recording.
+  static Result<std::unique_ptr<PerfBtsSource>> open_ring_file(const std::string& path);
   ~PerfBtsSource();
   PerfBtsSource(const PerfBtsSource&) = delete;
   PerfBtsSource& operator=(const PerfBtsSource&) = delete;
@@ -73,9 +81,8 @@ class PerfBtsSource {
 
  private:
   PerfBtsSource() = default;
-  int fd_ = -1;
-  void* map_ = nullptr;
-  size_t map_len_ = 0;
+  PerfEvent event_;  // declared first: destroyed (disabled, closed) after the mapping is gone
+  Mapping map_;
   std::unique_ptr<PerfBtsRing> ring_;
 };
 

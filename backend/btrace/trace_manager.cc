@@ -7,66 +7,133 @@
 namespace backend {
 
 namespace {
+
 uint64_t page_size() {
   long page = ::sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<uint64_t>(page) : 4096;
 }
+
+// An LbrReader (the older per-process interface) seen as an LbrFeed: its first call for a
+// thread attaches, later calls return the last snapshot.
+class ReaderLbrFeed final : public LbrFeed {
+ public:
+  explicit ReaderLbrFeed(TraceManager::LbrReader reader) : reader_(std::move(reader)) {}
+  Result<void> arm(pid_t tid) override {
+    if (armed_.insert(tid).second) {
+      uint64_t seq = 0;
+      (void)reader_(tid, &seq);
+    }
+    return {};
+  }
+  void release(pid_t tid) override { armed_.erase(tid); }
+  bool armed(pid_t tid) const override { return armed_.count(tid) != 0; }
+  Result<LbrWindow> window(pid_t tid, uint64_t) override {
+    LbrWindow w;
+    w.oldest_first = reader_(tid, &w.sequence);
+    return w;
+  }
+  std::string name() const override { return "msr_helper"; }
+
+ private:
+  TraceManager::LbrReader reader_;
+  std::set<pid_t> armed_;
+};
+
 }  // namespace
 
 TraceManager::TraceManager(TraceSource preferred, PcReader current_pc)
     : preferred_(preferred), current_pc_(std::move(current_pc)) {}
 
-TraceManager::~TraceManager() = default;
+TraceManager::~TraceManager() {
+  for (auto& [tid, trace] : threads_) release(tid, trace);
+}
 
 const char* TraceManager::name_of(Kind kind) {
   switch (kind) {
     case Kind::Software: return "software";
     case Kind::PerfBts: return "perf-bts";
     case Kind::Lbr: return "lbr";
+    case Kind::Pt: return "pt";
   }
   return "software";
 }
 
-Result<void> TraceManager::enable(pid_t tid) {
+void TraceManager::configure(const TraceSetup& setup) {
+  setup_ = setup;
+  code_ = setup_.code ? std::make_unique<BlockCache>(setup_.code) : nullptr;
+}
+
+void TraceManager::set_lbr_reader(LbrReader reader) {
+  setup_.lbr = reader ? std::make_shared<ReaderLbrFeed>(std::move(reader)) : nullptr;
+}
+
+Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
   auto existing = threads_.find(tid);
   if (existing != threads_.end() && existing->second.client) return Error{EALREADY, "Btrace already enabled."};
   ThreadTrace trace;
-  if (preferred_ == TraceSource::PerfBts || preferred_ == TraceSource::Auto) {
-    auto perf = PerfBtsSource::open(tid, buffer_size_);
-    if (perf) {
-      trace.kind = Kind::PerfBts;
-      trace.perf = std::move(*perf);
-    } else if (preferred_ == TraceSource::PerfBts) {
-      return perf.error();  // asked for BTS explicitly: say why it does not work
-    }
-  }
-  if (!trace.perf) {
-    if (preferred_ == TraceSource::Lbr) {
-      if (!lbr_reader_)
-        return Error{ENODEV, "Failed to start recording: the msr_helper module is not loaded "
-                             "(/dev/msr_helper missing); see 'branchstub --probe'."};
-      trace.kind = Kind::Lbr;
-    } else {
-      trace.kind = Kind::Software;
-    }
-    trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
-    if (trace.kind == Kind::Software && current_pc_) trace.ring->set_origin(current_pc_(tid));
-  }
+  auto r = format == TraceFormat::Pt ? enable_pt(tid, trace) : enable_bts(tid, trace);
+  if (!r) return r;
   trace.client = true;
   // A thread traced for coverage stays traced for it (the engine keeps running it in software).
   trace.coverage = existing != threads_.end() && existing->second.coverage;
   last_kind_ = trace.kind;
-  bool lbr = trace.kind == Kind::Lbr;
   threads_[tid] = std::move(trace);
-  if (lbr) thread_stopped(tid);  // arms the module's LBR for this thread
   return {};
+}
+
+Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
+  Result<std::unique_ptr<PerfPtSource>> pt = Error{ENODEV, ""};
+  if (!setup_.test_pt_aux.empty()) pt = PerfPtSource::open_aux_file(setup_.test_pt_aux);
+  else if (!setup_.pt) return Error{ENODEV, setup_.pt_unavailable.empty() ? "Intel PT is not available here." : setup_.pt_unavailable};
+  else pt = PerfPtSource::open(tid, pt_buffer_size_);
+  if (!pt) return pt.error();
+  trace.kind = Kind::Pt;
+  trace.pt = std::move(*pt);
+  return {};
+}
+
+Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {
+  if (preferred_ == TraceSource::PerfBts || preferred_ == TraceSource::Auto) {
+    auto perf = setup_.test_bts_ring.empty() ? PerfBtsSource::open(tid, buffer_size_)
+                                             : PerfBtsSource::open_ring_file(setup_.test_bts_ring);
+    if (perf) {
+      trace.kind = Kind::PerfBts;
+      trace.perf = std::move(*perf);
+      bts_refused_.clear();
+      return {};
+    }
+    if (preferred_ == TraceSource::PerfBts) return perf.error();  // asked for BTS: say why not
+    bts_refused_ = perf.error().message;  // auto: kept for `monitor btrace status`
+  }
+  uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
+  if (preferred_ == TraceSource::Lbr) {
+    if (!setup_.lbr)
+      return Error{ENODEV, "Failed to start recording: " +
+                               (setup_.lbr_unavailable.empty() ? std::string("the msr_helper module is not loaded")
+                                                               : setup_.lbr_unavailable) +
+                               "; see 'branchstub --probe'."};
+    if (auto armed = setup_.lbr->arm(tid); !armed)
+      return Error{armed.error().code, "Failed to start recording: " + armed.error().message};
+    trace.kind = Kind::Lbr;
+    trace.last_stop_pc = pc;
+  } else {
+    trace.kind = Kind::Software;
+  }
+  trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
+  trace.ring->set_origin(pc);
+  return {};
+}
+
+void TraceManager::release(pid_t tid, ThreadTrace& trace) {
+  if (trace.kind == Kind::Lbr && setup_.lbr) setup_.lbr->release(tid);
 }
 
 Result<void> TraceManager::disable(pid_t tid) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Branch tracing not enabled."};
+  release(tid, it->second);
   if (!it->second.coverage) {
-    threads_.erase(it);
+    threads_.erase(it);  // closes a perf event (disabled first)
     return {};
   }
   ThreadTrace coverage_only;  // the history goes; coverage tracing goes on
@@ -80,24 +147,43 @@ bool TraceManager::enabled(pid_t tid) const {
   return it != threads_.end() && it->second.client;
 }
 
-void TraceManager::set_buffer_size(uint64_t bytes) { buffer_size_ = bytes == 0 ? kDefaultBufferSize : bytes; }
+std::optional<TraceFormat> TraceManager::format(pid_t tid) const {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.client) return std::nullopt;
+  return it->second.kind == Kind::Pt ? TraceFormat::Pt : TraceFormat::Bts;
+}
+
+void TraceManager::set_buffer_size(uint64_t bytes, TraceFormat format) {
+  if (format == TraceFormat::Pt) pt_buffer_size_ = bytes == 0 ? kDefaultPtBufferSize : bytes;
+  else buffer_size_ = bytes == 0 ? kDefaultBufferSize : bytes;
+}
 
 uint64_t TraceManager::buffer_size(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return buffer_size_;
   if (it->second.perf) return it->second.perf->size_bytes();
+  if (it->second.pt) return it->second.pt->size_bytes();
   return it->second.ring->size_bytes();
 }
 
 Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
+  if (it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
   uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
   if (it->second.perf) return it->second.perf->read(kind, pc);
-  // LBR windows are not contiguous with what GDB read before: a delta cannot be stitched, so
-  // GDB is sent to a full `new` read (it does that silently after an overflow error).
-  if (it->second.kind == Kind::Lbr && kind == TraceRead::Delta) return Error{EOVERFLOW, "Overflow."};
+  // LBR windows are stitched into the ring as they come (gaps marked), so `delta` works as for
+  // the software source.
   return it->second.ring->read(kind, pc);
+}
+
+Result<PtData> TraceManager::read_pt(pid_t tid, TraceRead kind) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
+  if (!it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
+  auto r = it->second.pt->read(kind);
+  if (!r) return r.error();
+  return PtData{std::move(r->raw), r->unchanged};
 }
 
 std::vector<Branch> TraceManager::history(pid_t tid, size_t n) const {
@@ -124,6 +210,49 @@ std::string TraceManager::source_name() const {
   return name_of(last_kind_);
 }
 
+std::vector<std::string> TraceManager::explain() const {
+  std::vector<std::string> out;
+  bool test = !setup_.test_bts_ring.empty() || !setup_.test_pt_aux.empty();
+  if (test) out.push_back("TEST ONLY: BTS/PT data is read from files a test writes, not from the hardware.");
+  bool any = !threads_.empty();
+  bool uses_bts = any && last_kind_ == Kind::PerfBts, uses_soft = any && last_kind_ == Kind::Software;
+  bool uses_lbr = any && last_kind_ == Kind::Lbr;
+  // perf BTS
+  switch (preferred_) {
+    case TraceSource::Auto:
+      if (uses_bts) out.push_back("perf-bts: used (auto tries it first).");
+      else if (!bts_refused_.empty()) out.push_back("perf-bts: not used: " + bts_refused_);
+      else out.push_back("perf-bts: tried first by auto when recording starts.");
+      break;
+    case TraceSource::PerfBts:
+      out.push_back(uses_bts ? "perf-bts: used (--btrace-source=bts)." : "perf-bts: chosen with --btrace-source=bts.");
+      break;
+    default:
+      out.push_back("perf-bts: not used: --btrace-source chose another source.");
+  }
+  // LBR
+  if (uses_lbr) {
+    out.push_back("lbr: used (" + (setup_.lbr ? setup_.lbr->name() : std::string("msr_helper")) +
+                  "): the last 16-32 branches at each stop, gaps where windows do not overlap" +
+                  (lbr_error_.empty() ? "." : "; last error: " + lbr_error_));
+  } else if (!setup_.lbr) {
+    out.push_back("lbr: not available: " + (setup_.lbr_unavailable.empty() ? std::string("msr_helper not loaded")
+                                                                             : setup_.lbr_unavailable));
+  } else {
+    out.push_back("lbr: available (" + setup_.lbr->name() +
+                  ") but only with --btrace-source=lbr: it keeps a window of branches per stop, not every branch.");
+  }
+  // PT
+  if (any && last_kind_ == Kind::Pt) out.push_back("pt: used (record btrace pt).");
+  else if (setup_.pt || !setup_.test_pt_aux.empty()) out.push_back("pt: available: GDB's 'record btrace pt' uses it.");
+  else out.push_back("pt: not available: " + (setup_.pt_unavailable.empty() ? std::string("no intel_pt PMU") : setup_.pt_unavailable));
+  // software
+  if (uses_soft) out.push_back(preferred_ == TraceSource::Auto ? "software: used: auto falls back to it (every branch, decoded and emulated)."
+                                                               : "software: used (--btrace-source=soft).");
+  else out.push_back("software: always available; used when nothing better is.");
+  return out;
+}
+
 bool TraceManager::software_traced(pid_t tid) const {
   auto it = threads_.find(tid);
   return it != threads_.end() && (it->second.kind == Kind::Software || it->second.coverage);
@@ -137,32 +266,52 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   if (it->second.coverage && sink_) sink_->branch(tid, from, to);
 }
 
+void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc) {
+  // The history since its last gap, as far back as a window can reach.
+  size_t reach = std::max<size_t>(window.oldest_first.size(), window.depth);
+  auto recent = trace.ring->newest(reach);
+  for (size_t i = recent.size(); i-- > 0;)
+    if (is_gap(recent[i])) {
+      recent.erase(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      break;
+    }
+  LbrStopPlace where{trace.last_stop_pc, pc, std::nullopt, {}};
+  if (window.taken_total) {
+    where.new_branches = *window.taken_total - trace.lbr_taken.value_or(0);
+    trace.lbr_taken = window.taken_total;
+  }
+  if (code_) {
+    code_->clear();  // code may have changed since the last stop; a few blocks are cheap to decode
+    where.straight_line = [this](uint64_t from, uint64_t to) { return straight_line_reaches(*code_, from, to); };
+  }
+  LbrStitch s = stitch_lbr_window(recent, window, &where);
+  if (s.gap) trace.ring->push(trace.last_stop_pc, 0);  // gap_after(last_stop_pc)
+  for (size_t i = s.skip; i < window.oldest_first.size(); ++i)
+    trace.ring->push(window.oldest_first[i].from, window.oldest_first[i].to);
+}
+
 void TraceManager::thread_stopped(pid_t tid) {
   // A thread created while the process ran is traced for coverage from its first stop on
   // (from its first instruction where the engine calls thread_created()).
   if (sink_ && !threads_.count(tid)) thread_created(tid);
   auto it = threads_.find(tid);
-  if (it == threads_.end() || it->second.kind != Kind::Lbr || !lbr_reader_) return;
-  uint64_t sequence = 0;
-  auto branches = lbr_reader_(tid, &sequence);  // oldest first
-  if (sequence == it->second.lbr_sequence) return;  // no new stop since the last snapshot
-  it->second.lbr_sequence = sequence;
-  // Consecutive snapshots overlap (a stop that took few branches repeats most of the window):
-  // append only what follows the newest branch already recorded, if the snapshot holds it.
-  size_t first_new = 0;
-  auto last = it->second.ring->newest(1);
-  if (!last.empty())
-    for (size_t i = branches.size(); i-- > 0;)
-      if (branches[i].from == last[0].from && branches[i].to == last[0].to) {
-        first_new = i + 1;
-        break;
-      }
-  for (size_t i = first_new; i < branches.size(); ++i) it->second.ring->push(branches[i].from, branches[i].to);
+  if (it == threads_.end() || it->second.kind != Kind::Lbr || !setup_.lbr) return;
+  ThreadTrace& trace = it->second;
+  uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
+  auto window = setup_.lbr->window(tid, pc);
+  if (!window) {
+    lbr_error_ = window.error().message;
+  } else if (window->sequence != 0 && window->sequence != trace.lbr_sequence) {
+    trace.lbr_sequence = window->sequence;
+    stitch(trace, *window, pc);
+  }
+  trace.last_stop_pc = pc;
 }
 
 void TraceManager::thread_exited(pid_t tid) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;
+  release(tid, it->second);
   if (it->second.coverage && sink_) sink_->thread_ended(tid, 0);
   threads_.erase(it);
 }

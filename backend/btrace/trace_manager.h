@@ -1,7 +1,8 @@
 // The BranchTracer the server talks to. Per thread it picks a source when GDB enables
-// recording: perf BTS where the kernel gives it (Intel bare metal), the msr_helper LBR module
-// when asked for, otherwise the software source, whose branches the process engine records
-// while it runs the thread block by block.
+// recording: for `record btrace bts`, perf BTS where the kernel gives it (Intel bare metal),
+// the msr_helper LBR module when asked for, otherwise the software source, whose branches the
+// process engine records while it runs the thread block by block; for `record btrace pt`,
+// Intel PT through perf where the PMU exists.
 #pragma once
 
 #include <sys/types.h>
@@ -11,7 +12,9 @@
 #include <memory>
 
 #include "backend/btrace/branch_ring.h"
+#include "backend/btrace/lbr_feed.h"
 #include "backend/btrace/perf_bts.h"
+#include "backend/btrace/perf_pt.h"
 #include "backend/btrace/tracer.h"
 
 namespace backend {
@@ -19,22 +22,29 @@ namespace backend {
 class TraceManager : public BranchTracer {
  public:
   using PcReader = std::function<uint64_t(pid_t tid)>;
+  // The older way to get LBR windows (one reader per process). A reader the server installs
+  // through configure() (one LbrFeed shared with `monitor lbr`) replaces it.
   using LbrReader = std::function<std::vector<Branch>(pid_t tid, uint64_t* sequence)>;
-  static constexpr uint64_t kDefaultBufferSize = 64 * 1024;  // GDB's default BTS buffer
+  static constexpr uint64_t kDefaultBufferSize = 64 * 1024;   // GDB's default BTS buffer
+  static constexpr uint64_t kDefaultPtBufferSize = 16 * 1024;  // GDB's default PT buffer
 
   TraceManager(TraceSource preferred, PcReader current_pc);
   TraceSource preferred_source() const { return preferred_; }
   ~TraceManager() override;
 
   // BranchTracer
-  Result<void> enable(pid_t tid) override;
+  void configure(const TraceSetup& setup) override;
+  Result<void> enable(pid_t tid, TraceFormat format = TraceFormat::Bts) override;
   Result<void> disable(pid_t tid) override;
   bool enabled(pid_t tid) const override;
-  void set_buffer_size(uint64_t bytes) override;
+  std::optional<TraceFormat> format(pid_t tid) const override;
+  void set_buffer_size(uint64_t bytes, TraceFormat format = TraceFormat::Bts) override;
   uint64_t buffer_size(pid_t tid) const override;
   Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) override;
+  Result<PtData> read_pt(pid_t tid, TraceRead kind) override;
   std::vector<Branch> history(pid_t tid, size_t n) const override;
   std::string source_name() const override;
+  std::vector<std::string> explain() const override;
   uint64_t history_origin(pid_t tid) const override;
   Result<void> start_coverage(BranchSink* sink, const std::vector<pid_t>& threads) override;
   void stop_coverage() override;
@@ -53,27 +63,38 @@ class TraceManager : public BranchTracer {
   // A new thread appeared (clone), stopped: while coverage runs it is traced from here on, so
   // the engine must run it traced (software_traced() is true for it afterwards).
   void thread_created(pid_t tid);
-  void set_lbr_reader(LbrReader reader) { lbr_reader_ = std::move(reader); }
+  void set_lbr_reader(LbrReader reader);
 
  private:
-  enum class Kind { Software, PerfBts, Lbr };
+  enum class Kind { Software, PerfBts, Lbr, Pt };
   struct ThreadTrace {
     Kind kind = Kind::Software;
     bool client = false;                     // enable()d: GDB reads its history
     bool coverage = false;                   // traced for the coverage sink
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
+    std::unique_ptr<PerfPtSource> pt;        // Pt
     uint64_t lbr_sequence = 0;
+    std::optional<uint64_t> lbr_taken;      // Lbr: the counter at the last window (0 when armed)
+    uint64_t last_stop_pc = 0;               // Lbr: where the history known so far ends
   };
   static const char* name_of(Kind kind);
+  Result<void> enable_bts(pid_t tid, ThreadTrace& trace);
+  Result<void> enable_pt(pid_t tid, ThreadTrace& trace);
+  void release(pid_t tid, ThreadTrace& trace);
+  void stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc);
 
   TraceSource preferred_;
   PcReader current_pc_;
-  LbrReader lbr_reader_;
+  TraceSetup setup_;
+  std::unique_ptr<BlockCache> code_;  // over setup_.code, for LBR stitching
   uint64_t buffer_size_ = kDefaultBufferSize;
+  uint64_t pt_buffer_size_ = kDefaultPtBufferSize;
   std::map<pid_t, ThreadTrace> threads_;
   BranchSink* sink_ = nullptr;
   Kind last_kind_ = Kind::Software;
+  std::string bts_refused_;  // auto: why perf BTS was not used (the last enable's error)
+  std::string lbr_error_;    // the last failure to read a window
 };
 
 }  // namespace backend

@@ -7,7 +7,9 @@
 #   2. pins KVER from linux-headers-amd64's Depends, so headers and kernel image always match
 #   3. `apt-get download`s linux-image-$KVER (no install) and extracts vmlinuz into the work dir
 #      (cached there between runs)
-#   4. builds msr_helper.ko (in a copy under the work dir) and the static self-test
+#   4. builds msr_helper.ko (in a copy under the work dir) and the static self-test, and also
+#      builds the module against the newest linux-headers-*-amd64 apt knows (tests/build-check.sh:
+#      downloaded and unpacked, not installed), so newer kernel APIs are checked too
 #   5. builds a busybox initramfs and boots it once per CPU model in $MSRH_QEMU_CPUS; the guest:
 #      (a) insmod msr_helper.ko            -> must fail with ENODEV, log why, leave no /dev node
 #      (b) insmod msr_helper.ko simulate_lbr=1 -> selftest (attach, int3/step snapshots,
@@ -15,8 +17,9 @@
 #      (c) end-to-end, while the simulate_lbr=1 module is loaded: the host's / is shared
 #          read-only over 9p (virtio-9p, modules from the same linux-image .deb), the guest
 #          chroots into it and runs the REAL branchstub and the REAL /usr/bin/gdb:
-#          `monitor lbr` arms, then prints the simulated branches after `continue`, and
-#          `record btrace bts` with `branchstub --btrace-source=lbr` (see E2E below);
+#          `monitor lbr` arms, then prints the simulated branches after `continue`,
+#          `record btrace bts` with `branchstub --btrace-source=lbr`, and both in one session
+#          (one device handle: no EEXIST; `record stop` detaches) (see E2E below);
 #          rmmod -> "0 object(s) outstanding", dmesg clean
 #   6. prints the guest's relevant console lines and a final line; exit 0 = PASS, 1 = FAIL
 #
@@ -92,7 +95,7 @@ log "kernel image $KIMG"
 # ---- 4. build the module (in a copy: no build products in the source tree) and the self-test --
 B=$WORK/mod
 rm -rf "$B" && mkdir -p "$B/include/uapi" "$B/tests"
-cp "$MODSRC/msr_helper.c" "$MODSRC/Kbuild" "$B/" &&
+cp "$MODSRC/msr_helper.c" "$MODSRC/msr_helper_logic.h" "$MODSRC/Kbuild" "$B/" &&
 	cp "$MODSRC/include/uapi/msr_helper.h" "$B/include/uapi/" &&
 	cp "$MODSRC/tests/selftest.c" "$B/tests/" || die "cannot copy the sources"
 make -s -C "$KDIR" M="$B" modules >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "module build failed"; }
@@ -103,6 +106,10 @@ g++ -std=c++20 -O0 -static -I"$ROOT" -o "$B/test_lbr_source" "$ROOT/tests/unit/c
 	"$ROOT/tests/unit/backend/test_lbr_source.cc" "$ROOT/backend/btrace/lbr_source.cc" ||
 	die "test_lbr_source build failed"
 log "built msr_helper.ko, selftest and test_lbr_source"
+if [ "${MSRH_BUILD_CHECK:-1}" = 1 ]; then
+	bash "$HERE/build-check.sh" "$WORK/build-check" || die "msr_helper does not build against the newest kernel headers"
+	log "build check against the newest kernel headers passed"
+fi
 
 # ---- 5. initramfs ---------------------------------------------------------------------------
 R=$WORK/initramfs
@@ -169,6 +176,22 @@ set sysroot /'
 		info record
 		monitor btrace status
 		monitor btrace history 3
+		kill
+	EOF
+	# (c3) monitor lbr and record btrace in one session: one device handle (a second one got
+	# EEXIST and an empty trace), and `record stop` detaches (monitor lbr must arm again)
+	cat >"$R/e2e/shared.cmds" <<-EOF
+		$settings
+		target remote | $BS --btrace-source=lbr - $BDIR/inferiors/bploop 3
+		break hit
+		continue
+		monitor lbr
+		record btrace bts
+		continue
+		info record
+		monitor lbr
+		record stop
+		monitor lbr
 		kill
 	EOF
 	log "phase (c): $BS, /usr/bin/gdb ($(gdb --version | head -1)) over 9p"
@@ -271,6 +294,19 @@ e2e() {
 	# so GDB decodes every block as a gap. Real LBR entries would decode.
 	echo "$rec" | grep -q "gaps)" && echo "[guest] (c2) note: synthetic entries decode as gaps only (expected with simulate_lbr): $rec"
 	grep -q '^\[Inferior 1 (process [0-9]*) killed\]' $L || fail "(c2) kill"
+
+	# (c3) monitor lbr + record btrace on one server
+	e2e_gdb shared /e2e/shared.cmds "$E2E_BPLOOP"
+	L=/tmp/shared.log
+	grep -E 'Could not enable|does not support branch tracing|Failed to start recording|File exists' $L &&
+		fail "(c3) record btrace after monitor lbr failed"
+	[ "$(grep -c '^LBR armed for thread' $L)" = 2 ] ||
+		fail "(c3) expected 'LBR armed' twice (before recording, and again after record stop detached)"
+	grep -qE '^Recorded [1-9][0-9]* instructions' $L || fail "(c3) info record: the shared handle's snapshots did not reach the trace"
+	grep -qF 'Last 16 branches before this stop (newest last) [SIMULATED LBR: test mode]:' $L ||
+		fail "(c3) monitor lbr while recording shows no snapshot"
+	a=$(grep -n '^Last 16 branches' $L | head -1 | cut -d: -f1); b=$(grep -n '^LBR armed' $L | tail -1 | cut -d: -f1)
+	[ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] || fail "(c3) record stop did not detach the thread"
 
 	umount /host/var/tmp /host/dev /host/sys /host/proc /host
 	echo "[guest] (c) end-to-end phase took $(awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN{printf "%.1f", b-a}')s"

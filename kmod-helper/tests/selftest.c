@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -266,6 +267,219 @@ static const char *vendor_name(uint32_t v)
 	}
 }
 
+/* ---- TEST ONLY checks of the LBR logic over simulated MSRs (simulate_lbr=1) ----------------- */
+
+static int sim_set(int fd, uint32_t msr, uint64_t value)
+{
+	struct msrh_rdmsr r = { .size = sizeof(r), .msr = msr, .value = value };
+
+	return xioctl(fd, MSRH_IOC_SIM_SET, &r);
+}
+
+static int has_foreign(const struct msrh_lbr_snapshot *s)
+{
+	unsigned k;
+
+	for (k = 0; k < s->count && k < MSRH_LBR_MAX; k++)
+		if (s->entries[k].from >= MSRH_SIM_FOREIGN && s->entries[k].from < MSRH_SIM_FOREIGN + 0x10000)
+			return 1;
+	return 0;
+}
+
+/* a traced child that sleeps (switch-outs without a trap), then stops itself */
+static pid_t spawn_sleeper(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd;
+
+		for (fd = 3; fd < 256; fd++)
+			close(fd);
+		if (ptrace(PTRACE_TRACEME, 0, 0, 0))
+			_exit(90);
+		raise(SIGSTOP);
+		usleep(20000);
+		raise(SIGSTOP);
+		_exit(8);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
+		printf("selftest: FAIL could not start a traced sleeper\n");
+		exit(1);
+	}
+	return pid;
+}
+
+static int cont_to_sigstop(pid_t pid)
+{
+	int status;
+
+	return ptrace(PTRACE_CONT, pid, 0, 0) == 0 && waitpid(pid, &status, 0) == pid &&
+	       WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP;
+}
+
+static void reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static unsigned long module_counter(const char *name)
+{
+	char path[128];
+	unsigned long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/msr_helper/parameters/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+static void sim_checks(int fd)
+{
+	struct msrh_lbr_snapshot s;
+	struct msrh_info in;
+	uint64_t v;
+	pid_t p, many[40];
+	int rc, i, n;
+	unsigned long lookups, visits;
+
+	/* the first switch-in clears what others left in the stack */
+	p = spawn_sleeper();
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, p);
+	CHECK(rc == 0, "sim: ATTACH a sleeper: %s", rc ? strerror(-rc) : "ok");
+	CHECK(cont_to_sigstop(p), "sim: the sleeper ran, slept and stopped itself");
+	rc = snapshot(fd, p, &s);
+	print_snapshot("sim: switch-out snapshot of the sleeper", &s);
+	CHECK(rc == 0 && s.seq > 0 && (s.flags & MSRH_SNAP_SWITCH) && !has_foreign(&s) && s.count == 0,
+	      "sim: first switch-in cleared the stack: no branch of another task in the snapshot (count %u)",
+	      s.count);
+	target_op(fd, MSRH_IOC_LBR_DETACH, p);
+	reap(p);
+
+	/* busy rules: a stale LBR_SELECT is nobody; DEBUGCTL.LBR, BTS are someone */
+	CHECK(sim_set(fd, MSRH_MSR_LBR_SELECT, 0x1c4) == 0, "sim: LBR_SELECT left at 0x1c4 (as perf -j any,u leaves it)");
+	p = spawn_traced();
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, p);
+	CHECK(rc == 0, "sim: ATTACH with a stale LBR_SELECT: %s", rc ? strerror(-rc) : "ok");
+	CHECK(resume(p, PTRACE_CONT) == (uint64_t)(uintptr_t)st_int3 + 1 && snapshot(fd, p, &s) == 0 &&
+	      (s.flags & MSRH_SNAP_INT3) && !(s.flags & MSRH_SNAP_CONFLICT) && s.count == MSRH_SIM_COUNT,
+	      "sim: ... and the LBR recorded (flags %#x count %u)", s.flags, s.count);
+	rc = rdmsr(fd, MSRH_MSR_LBR_SELECT, &v);
+	if (rc == 0)
+		CHECK(v == 0x1c4, "sim: the foreign LBR_SELECT is back after the thread switched out (%#llx)",
+		      (unsigned long long)v);
+	else
+		printf("selftest: info LBR_SELECT not readable on this CPU model (%s)\n", strerror(-rc));
+	target_op(fd, MSRH_IOC_LBR_DETACH, p);
+	reap(p);
+	sim_set(fd, MSRH_MSR_LBR_SELECT, 0);
+
+	p = spawn_traced();
+	sim_set(fd, MSRH_MSR_DEBUGCTL, 1); /* another LBR user */
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, p);
+	CHECK(rc == -EBUSY, "sim: DEBUGCTL.LBR on: ATTACH EBUSY (%s)", strerror(-rc));
+	sim_set(fd, MSRH_MSR_DEBUGCTL, 0xc0); /* perf's BTS: TR|BTS */
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, p);
+	CHECK(rc == -EBUSY, "sim: a BTS user (DEBUGCTL.TR|BTS): ATTACH EBUSY (%s)", strerror(-rc));
+	sim_set(fd, MSRH_MSR_DEBUGCTL, 0);
+	sim_set(fd, MSRH_MSR_RTIT_CTL, 1); /* PT tracing; this (Skylake-like) model lets LBR and PT coexist */
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, p);
+	CHECK(rc == 0, "sim: PT tracing on a model where LBR and PT coexist: ATTACH ok (%s)",
+	      rc ? strerror(-rc) : "ok");
+	sim_set(fd, MSRH_MSR_RTIT_CTL, 0);
+	/* another user appears after ATTACH: the module keeps off and says so */
+	sim_set(fd, MSRH_MSR_DEBUGCTL, 1);
+	CHECK(resume(p, PTRACE_CONT) == (uint64_t)(uintptr_t)st_int3 + 1 && snapshot(fd, p, &s) == 0 &&
+	      (s.flags & MSRH_SNAP_CONFLICT) && s.count == 0,
+	      "sim: LBR taken by another user after ATTACH: snapshot flagged CONFLICT, no entries (flags %#x count %u)",
+	      s.flags, s.count);
+	sim_set(fd, MSRH_MSR_DEBUGCTL, 0);
+	target_op(fd, MSRH_IOC_LBR_DETACH, p);
+	reap(p);
+
+	/* a context switch costs a hash lookup, not a walk over every attached thread */
+	n = (int)(sizeof(many) / sizeof(many[0]));
+	for (i = 0; i < n; i++) {
+		many[i] = spawn_traced();
+		target_op(fd, MSRH_IOC_LBR_ATTACH, many[i]);
+	}
+	info(fd, &in);
+	lookups = module_counter("sim_switch_lookups");
+	visits = module_counter("sim_switch_visits");
+	for (i = 0; i < 500; i++)
+		usleep(50); /* each sleep is two context switches (to idle and back) */
+	lookups = module_counter("sim_switch_lookups") - lookups;
+	visits = module_counter("sim_switch_visits") - visits;
+	printf("selftest: info %u targets attached; %lu lookups in sched_switch visited %lu entries\n",
+	       in.live_targets, lookups, visits);
+	CHECK(in.live_targets >= (unsigned)n && lookups > 0 && visits * 2 <= lookups * 3,
+	      "sim: sched_switch looks a task up in O(1): %.2f entries visited per lookup with %d targets",
+	      lookups ? (double)visits / lookups : 0.0, n);
+	for (i = 0; i < n; i++) {
+		target_op(fd, MSRH_IOC_LBR_DETACH, many[i]);
+		reap(many[i]);
+	}
+}
+
+/* 5-level paging: user code above 128 TiB gets its own addresses back, not kernel-looking ones */
+static void la57_check(int fd)
+{
+	struct msrh_lbr_snapshot s;
+	int pipefd[2], status, rc;
+	uint64_t code = 0, rip;
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		unsigned char *p = mmap((void *)0x0000900000000000ull, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint64_t at = p == MAP_FAILED ? 0 : (uint64_t)(uintptr_t)p;
+
+		if (at) {
+			p[0] = 0xcc; /* int3 */
+			p[1] = 0xeb; /* jmp . */
+			p[2] = 0xfe;
+		}
+		if (write(pipefd[1], &at, sizeof(at)) != sizeof(at))
+			_exit(91);
+		if (!at || at < (1ull << 47))
+			_exit(0);
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		raise(SIGSTOP);
+		((void (*)(void))p)();
+		_exit(9);
+	}
+	if (read(pipefd[0], &code, sizeof(code)) != sizeof(code))
+		code = 0;
+	close(pipefd[0]);
+	close(pipefd[1]);
+	if (code < (1ull << 47)) {
+		printf("selftest: info no 5-level paging in this guest (mmap above 128 TiB gave %#llx): LA57 check skipped\n",
+		       (unsigned long long)code);
+		waitpid(pid, &status, 0);
+		return;
+	}
+	waitpid(pid, &status, 0); /* SIGSTOP */
+	rc = target_op(fd, MSRH_IOC_LBR_ATTACH, pid);
+	rip = resume(pid, PTRACE_CONT);
+	rc |= snapshot(fd, pid, &s);
+	print_snapshot("sim: snapshot at an int3 above 128 TiB", &s);
+	CHECK(rc == 0 && rip == code + 1 && s.count == MSRH_SIM_COUNT && check_sim_entries(&s, code),
+	      "sim: 5-level paging: entries at %#llx stay user addresses (newest to %#llx)",
+	      (unsigned long long)code, (unsigned long long)s.entries[0].to);
+	target_op(fd, MSRH_IOC_LBR_DETACH, pid);
+	reap(pid);
+}
+
 static int finish(void)
 {
 	if (failures) {
@@ -312,7 +526,8 @@ int main(int argc, char **argv)
 	       in.lbr_from_msr, in.lbr_to_msr, in.lbr_info_msr, in.features,
 	       simulated ? " (SIMULATED, TEST ONLY)" : "", in.live_targets, in.live_objects);
 	if (simulated)
-		CHECK(in.lbr_depth == MSRH_LBR_MAX, "simulated depth is %u", MSRH_LBR_MAX);
+		CHECK(in.lbr_depth == MSRH_SIM_COUNT && in.lbr_from_msr == 0x680 && in.lbr_to_msr == 0x6c0,
+		      "simulated LBR: %u entries at FROM 0x680 TO 0x6c0 (depth %u)", MSRH_SIM_COUNT, in.lbr_depth);
 	else
 		CHECK((in.features & MSRH_FEAT_LBR) && in.lbr_depth > 0 && in.lbr_depth <= MSRH_LBR_MAX,
 		      "real LBR: probe passed, depth %u", in.lbr_depth);
@@ -402,6 +617,11 @@ int main(int argc, char **argv)
 	}
 	CHECK(ok, "20 more single steps: every stop has a fresh snapshot (last seq %llu)",
 	      (unsigned long long)prev_seq);
+
+	if (simulated) {
+		sim_checks(fd);
+		la57_check(fd);
+	}
 
 	/* ---- permission checks ---- */
 	rc = in_child(not_tracer, fd, a);

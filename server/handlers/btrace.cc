@@ -2,6 +2,7 @@
 // All of them act on the general (Hg) thread.
 #include <cerrno>
 
+#include "backend/btrace/cpu_id.h"
 #include "protocol/btrace_xml.h"
 #include "protocol/hex.h"
 #include "server/handlers/handlers.h"
@@ -29,16 +30,12 @@ Reply handle(Session& s, const BtraceEnable& b) {
     if (auto r = tracer.disable(tid); !r) return error_reply(s, r.error().code, "Could not disable branch tracing.");
     return ok();
   }
-  if (b.format == "pt") {
-    // Not advertised without the capability; GDB's plain `record btrace` then tries BTS.
-    if (!s.server().capabilities().has(Capability::BtracePt))
-      return error_reply(s, EOPNOTSUPP, "Intel PT is not available here (see 'branchstub --probe'). "
-                        "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
-    return error_reply(s, EOPNOTSUPP, "Intel PT recording is not supported by branchstub; use 'record btrace bts'.");
-  }
-  if (b.format != "bts") return error_reply(s, EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
+  if (b.format != "bts" && b.format != "pt") return error_reply(s, EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
   if (tracer.enabled(tid)) return error_reply(s, EEXIST, "Btrace already enabled.");
-  if (auto r = tracer.enable(tid); !r) return error_reply(s, r.error());
+  // PT where it can be recorded (the tracer says why not elsewhere; GDB's plain `record btrace`
+  // then tries BTS, which branchstub provides on every x86-64 machine).
+  auto format = b.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts;
+  if (auto r = tracer.enable(tid, format); !r) return error_reply(s, r.error());
   return ok();
 }
 
@@ -47,8 +44,8 @@ Reply handle(Session& s, const BtraceConf& c) {
     return error_reply(s, EINVAL, "Bad Qbtrace configuration option.");
   auto size = parse_size(c.value);
   if (!size) return error_reply(s, EINVAL, "Bad size value.");
-  if (c.format == "bts")
-    if (auto* p = s.process()) p->tracer().set_buffer_size(*size);
+  if (auto* p = s.process())
+    p->tracer().set_buffer_size(*size, c.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts);
   return ok();
 }
 
@@ -72,6 +69,16 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
     error_out = error_reply(s, EINVAL, "Bad annex.");
     return std::nullopt;
   }
+  if (tracer.format(tid) == backend::TraceFormat::Pt) {
+    auto pt = tracer.read_pt(tid, kind);
+    if (!pt) {
+      // gdbserver: every read error but an overflow is "Generic Error." (PT has no delta)
+      error_out = error_reply(s, pt.error().code, pt.error().code == EOVERFLOW ? "Overflow." : "Generic Error.");
+      return std::nullopt;
+    }
+    backend::CpuId cpu = backend::read_cpu_id();
+    return btrace_pt_xml(BtracePtCpu{cpu.vendor, cpu.family, cpu.model, cpu.stepping}, pt->raw);
+  }
   auto blocks = tracer.read(tid, kind);
   if (!blocks) {
     error_out = error_reply(s, blocks.error().code, blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
@@ -90,7 +97,9 @@ std::optional<std::string> btrace_conf_document(Session& s, std::string& error_o
     error_out = error_reply(s, ENOENT, "Btrace not enabled.");
     return std::nullopt;
   }
-  return btrace_conf_xml(p->tracer().buffer_size(tid), std::nullopt);
+  uint64_t size = p->tracer().buffer_size(tid);
+  if (p->tracer().format(tid) == backend::TraceFormat::Pt) return btrace_conf_xml(std::nullopt, size);
+  return btrace_conf_xml(size, std::nullopt);
 }
 
 }  // namespace server

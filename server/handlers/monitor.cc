@@ -171,6 +171,7 @@ Reply set_command(Session& s, std::string_view rest) {
 }
 
 std::string branch_line(const backend::Symbolizer& symbols, const backend::Branch& b) {
+  if (backend::is_gap(b)) return "-- gap: the branches here were not recorded (LBR windows did not overlap) --\n";
   return fmt::format("branch {:#x} <{}> -> {:#x} <{}>\n", b.from, symbols.describe(b.from), b.to, symbols.describe(b.to));
 }
 
@@ -195,6 +196,7 @@ std::string calls_text(const backend::Symbolizer& symbols, const std::vector<bac
   std::string current = branches.empty() ? std::string() : function_of(symbols, branches.front().from);
   bool current_is_stub = false;
   for (const auto& b : branches) {
+    if (backend::is_gap(b)) continue;
     std::string to_fn = function_of(symbols, b.to);
     if (to_fn == current) continue;
     auto hit = symbols.lookup(b.to);
@@ -236,6 +238,7 @@ std::string btrace_command(Session& s, const std::vector<std::string>& w) {
   }
   if (sub == "status") {
     std::string out = fmt::format("Branch-trace source: {} (chosen: {}).\n", tracer.source_name(), s.server().options().btrace_source);
+    for (const auto& line : tracer.explain()) out += "  " + line + "\n";
     for (pid_t t : p->threads())
       if (tracer.enabled(t)) out += fmt::format("Thread {}: recording, buffer {} bytes.\n", t, tracer.buffer_size(t));
     return out;
@@ -300,21 +303,22 @@ std::string lbr_command(Session& s) {
   auto* p = s.process();
   if (!p) return "No process.\n";
   std::string why;
-  auto* device = s.server().lbr_device(&why);
-  if (!device) return why + "\n";
+  auto* feed = s.server().lbr_feed(&why);  // the same handle `record btrace` uses
+  if (!feed) return why + "\n";
   pid_t tid = s.general_thread();
-  auto snapshot = device->snapshot(tid);
-  if (!snapshot && snapshot.error().code == ENOENT) {
-    // Not attached yet: arm it now; the next stop of this thread takes a snapshot.
-    if (auto a = device->attach(tid); !a) return "LBR attach failed: " + a.error().message + "\n";
+  if (!feed->armed(tid)) {
+    // Not armed yet: arm it now; the next stop of this thread takes a snapshot.
+    if (auto a = feed->arm(tid); !a) return "LBR attach failed: " + a.error().message + "\n";
     return fmt::format("LBR armed for thread {}: the next stop takes a snapshot; run 'monitor lbr' then.\n", tid);
   }
-  if (!snapshot) return "LBR snapshot failed: " + snapshot.error().message + "\n";
+  auto window = feed->window(tid, 0);
+  if (!window) return "LBR snapshot failed: " + window.error().message + "\n";
+  if (window->sequence == 0) return fmt::format("No LBR snapshot of thread {} yet: it has not stopped since it was armed.\n", tid);
   auto symbols = symbols_for(*p);
-  std::string out = fmt::format("Last {} branches before this stop (newest last){}:\n", snapshot->count,
-                                snapshot->simulated ? " [SIMULATED LBR: test mode]" : "");
-  for (uint32_t i = snapshot->count; i-- > 0;)
-    out += branch_line(symbols, backend::Branch{snapshot->entries[i].from, snapshot->entries[i].to});
+  std::string out = fmt::format("Last {} branches before this stop (newest last){}{}:\n", window->oldest_first.size(),
+                                window->simulated ? " [SIMULATED LBR: test mode]" : "",
+                                window->conflict ? " [another LBR user held the hardware: entries may be missing]" : "");
+  for (const auto& b : window->oldest_first) out += branch_line(symbols, b);
   return out;
 }
 

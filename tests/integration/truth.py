@@ -23,6 +23,11 @@ for c in ("set confirm off", "set pagination off", "set width 0", "set sysroot /
           "handle SIGUSR1 nostop noprint pass"):
     ex(c)
 ex("target remote 127.0.0.1:%(port)d")
+marks = {}
+for m in %(marks)r:          # breakpoint addresses other tests stop at (not stopped at here)
+    o = ex("break " + m)
+    marks[m] = int(__import__("re").search(r"at (0x[0-9a-f]+)", o).group(1), 16)
+    ex("delete " + __import__("re").search(r"Breakpoint (\d+)", o).group(1))
 ex("break %(start)s")
 out = ex("break %(end)s")
 end = int(__import__("re").search(r"at (0x[0-9a-f]+)", out).group(1), 16)
@@ -58,7 +63,8 @@ while pc != end and len(pcs) < %(limit)d:
         branches.append([pc, npc, insn["asm"]])
     pc, fn = npc, nfn
 print("TRUTH-JSON " + json.dumps({"pcs": pcs, "funcs": funcs, "lens": lens, "branches": branches,
-                                   "end": end, "end_func": fn, "signals": signals}))
+                                   "end": end, "end_func": fn, "signals": signals,
+                                   "marks": marks}))
 ex("kill")
 '''
 
@@ -72,6 +78,7 @@ class Truth:
         self.end = d["end"]
         self.end_func = d["end_func"]
         self.signals = d["signals"]
+        self.marks = d.get("marks", {})
 
     @property
     def count(self):
@@ -109,18 +116,20 @@ class Truth:
         return [b for b in self.branches if include_signals or b[2] != "<signal>"]
 
 
-def stepi_truth(prog_name, start="trace_begin", end="trace_end", limit=200000):
-    key = (prog_name, start, end)
+def stepi_truth(prog_name, start="trace_begin", end="trace_end", limit=200000, args=(), marks=()):
+    """`args`: the program's arguments; `marks`: functions whose breakpoint addresses to
+    report in .marks (as `break NAME` places them)."""
+    key = (prog_name, start, end, tuple(args), tuple(marks))
     if key in _cache:
         return _cache[key]
     prog = harness.inferior(prog_name)
     binary = harness.GDBSERVER if os.access(harness.GDBSERVER, os.X_OK) else harness.SERVER
     sp = harness.SessionProcs()
     try:
-        srv = sp.server(["--once", "{COMM}", prog], binary=binary)
+        srv = sp.server(["--once", "{COMM}", prog] + list(args), binary=binary)
         r = harness.gdb([], prog=prog, timeout=240, prelude=False,
                         pyscript=_SCRIPT % {"port": srv.port, "start": start, "end": end,
-                                            "limit": limit})
+                                            "limit": limit, "marks": list(marks)})
     finally:
         sp.cleanup()
     m = re.search(r"^TRUTH-JSON (.*)$", r.out, re.M)

@@ -103,6 +103,12 @@ struct msrh_lbr_snapshot {
 
 #define MSRH_SIM_COUNT 16u
 #define MSRH_SIM_INFO(k) (0x5100000000000000ull | (__u64)(k))
+/*
+ * TEST ONLY: with simulate_lbr=1 the module keeps a 16-deep simulated LBR stack per CPU, which at
+ * load holds "someone else's" branches at MSRH_SIM_FOREIGN + 0x100 * i; the module must clear it
+ * when it first switches an attached thread in, so no snapshot may ever contain them.
+ */
+#define MSRH_SIM_FOREIGN 0x7e0000000000ull
 
 /* RDMSR argument: read-only, whitelisted MSRs on the calling CPU */
 struct msrh_rdmsr {
@@ -126,6 +132,12 @@ struct msrh_rdmsr {
 #define MSRH_IOC_LBR_DETACH _IOW(MSRH_IOC_MAGIC, 0x02, struct msrh_lbr_target)
 #define MSRH_IOC_LBR_SNAPSHOT _IOWR(MSRH_IOC_MAGIC, 0x03, struct msrh_lbr_snapshot)
 #define MSRH_IOC_RDMSR _IOWR(MSRH_IOC_MAGIC, 0x04, struct msrh_rdmsr)
+/*
+ * TEST ONLY: with simulate_lbr=1, set one simulated register (DEBUGCTL, LBR_SELECT, TOS,
+ * RTIT_CTL) on every CPU, to play another LBR/BTS/PT user; `cpu` is ignored. ENOTTY when the
+ * module drives real MSRs: it never writes an MSR a caller chose.
+ */
+#define MSRH_IOC_SIM_SET _IOW(MSRH_IOC_MAGIC, 0x10, struct msrh_rdmsr)
 
 /* The MSRs RDMSR accepts (plus the LBR FROM/TO/INFO ranges of this CPU, see msrh_info) */
 #define MSRH_MSR_LBR_SELECT 0x1c8u
@@ -133,5 +145,6 @@ struct msrh_rdmsr {
 #define MSRH_MSR_DEBUGCTL 0x1d9u
 #define MSRH_MSR_MISC_ENABLE 0x1a0u
 #define MSRH_MSR_PERF_CAPABILITIES 0x345u
+#define MSRH_MSR_RTIT_CTL 0x570u
 
 #endif /* MSR_HELPER_UAPI_H */

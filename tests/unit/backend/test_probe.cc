@@ -2,7 +2,10 @@
 // dropped by the hypervisor and perf has no hardware events, so the software paths win.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "backend/btrace/cpu_id.h"
+#include "backend/btrace/perf_pt.h"
 #include "backend/probe.h"
 
 using namespace backend;
@@ -88,8 +91,35 @@ TEST_CASE("probe: on a virtual machine BTF is reported ignored", "[probe]") {
   if (!counter->works && counter->detail.find("ENOENT") != std::string::npos) {
     // No PMU at all (the development VM): BTS fails the same way, and software is the source.
     CHECK_FALSE(r.perf_bts_works);
-    CHECK(find(r, "perf BTS")->detail.find("ENOENT, no PMU") != std::string::npos);
+    // the exact text GDB would get, and the errno behind it
+    CHECK(find(r, "perf BTS")->detail.find("Failed to start recording: No such file or directory (no hardware PMU") == 0);
+    CHECK(find(r, "perf BTS")->detail.find("ENOENT") != std::string::npos);
     CHECK_FALSE(find(r, "LBR branch stack")->works);
     CHECK(r.best_source == (r.lbr_module ? "lbr" : "software"));
   }
+}
+
+TEST_CASE("probe: Intel PT and the LBR module say exactly why they are missing", "[probe]") {
+  ProbeReport r = run_probe();
+  INFO(format_probe(r));
+  const ProbeItem* pt = find(r, "Intel PT");
+  const ProbeItem* lbr = find(r, "msr_helper (LBR module)");
+  REQUIRE(pt);
+  REQUIRE(lbr);
+  CHECK(r.pt_works == pt->works);
+  if (!pt->works && ::access(kPtTypePath, F_OK) != 0)
+    CHECK(pt->detail.find("Failed to open /sys/bus/event_source/devices/intel_pt/type (No such file or "
+                          "directory).  Your system does not support Intel PT.") == 0);
+  if (!lbr->works) CHECK(lbr->detail.rfind("msr_helper: not ", 0) == 0);
+}
+
+TEST_CASE("probe: the block-step answer is probed alone and used as given", "[probe]") {
+  BlockStepProbe b = probe_block_step();
+  INFO(b.detail);
+  CHECK_FALSE(b.detail.empty());
+  BlockStepProbe forced{!b.works, "forced for the test"};
+  ProbeReport r = run_probe(nullptr, &forced);
+  CHECK(r.btf_works == forced.works);
+  CHECK(find(r, "BTF (PTRACE_SINGLEBLOCK)")->detail == "forced for the test");
+  CHECK(r.stepbranch_mechanism == (forced.works ? "singleblock" : "software"));
 }

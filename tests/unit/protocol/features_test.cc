@@ -80,6 +80,14 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK_FALSE(has(r, "native-signals+"));  // GDB gets GDB's signal numbers
   CHECK(has(r, "exec-events+"));
   CHECK_FALSE(has(format_qsupported(s, negotiate(offer("qSupported:multiprocess+"))), "exec-events+"));
+  // Intel PT only where the server found the intel_pt PMU (issue 10: it was always listed)
+  CHECK_FALSE(has(r, "Qbtrace:pt+"));
+  CHECK_FALSE(has(r, "Qbtrace-conf:pt:size+"));
+  Capabilities with_pt = s;
+  with_pt.set(Capability::BtracePt);
+  std::string rpt = format_qsupported(with_pt, d);
+  CHECK(has(rpt, "Qbtrace:pt+"));
+  CHECK(has(rpt, "Qbtrace-conf:pt:size+"));
 
   CHECK_FALSE(has(r, "QNonStop+"));
   CHECK_FALSE(has(r, "QThreadEvents+"));
@@ -203,6 +211,18 @@ TEST_CASE("btrace XML", "[xml][btrace]") {
         "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n"
         "<bts size=\"0x10000\"/>\n</btrace-conf>\n");
   CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\"/>") != std::string::npos);
+}
+
+TEST_CASE("btrace XML: Intel PT document as gdbserver writes it", "[xml][btrace]") {
+  const uint8_t raw[] = {0x02, 0x82, 0x02, 0x82, 0x00, 0xff, 0x0a};
+  CHECK(btrace_pt_xml({"GenuineIntel", 6, 167, 1}, raw) ==
+        "<!DOCTYPE btrace SYSTEM \"btrace.dtd\">\n<btrace version=\"1.0\">\n<pt>\n<pt-config>\n"
+        "<cpu vendor=\"GenuineIntel\" family=\"6\" model=\"167\" stepping=\"1\"/>\n</pt-config>\n"
+        "<raw>\n0282028200ff0a</raw>\n</pt>\n</btrace>\n");
+  // no data: no <raw>; another vendor: no <cpu>
+  CHECK(btrace_pt_xml({"AuthenticAMD", 25, 1, 0}, {}) ==
+        "<!DOCTYPE btrace SYSTEM \"btrace.dtd\">\n<btrace version=\"1.0\">\n<pt>\n<pt-config>\n"
+        "</pt-config>\n</pt>\n</btrace>\n");
 }
 
 namespace {

@@ -34,9 +34,10 @@ backend::StopEvent killed_event(pid_t pid, int signo) {
 
 // ---- FakeBranchTracer ----
 
-Result<void> FakeBranchTracer::enable(pid_t tid) {
+Result<void> FakeBranchTracer::enable(pid_t tid, backend::TraceFormat format) {
   if (enable_error) return *enable_error;
   enabled_.insert(tid);
+  formats[tid] = format;
   return {};
 }
 

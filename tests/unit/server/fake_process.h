@@ -22,10 +22,17 @@ namespace fake {
 // Branch tracing as plain data: which threads record, the blocks a read returns, the history.
 class FakeBranchTracer : public backend::BranchTracer {
  public:
-  backend::Result<void> enable(pid_t tid) override;
+  backend::Result<void> enable(pid_t tid, backend::TraceFormat format) override;
   backend::Result<void> disable(pid_t tid) override;
   bool enabled(pid_t tid) const override { return enabled_.count(tid) != 0; }
-  void set_buffer_size(uint64_t bytes) override { buffer_sizes.push_back(bytes); }
+  void set_buffer_size(uint64_t bytes, backend::TraceFormat format) override {
+    (format == backend::TraceFormat::Pt ? pt_buffer_sizes : buffer_sizes).push_back(bytes);
+  }
+  std::optional<backend::TraceFormat> format(pid_t tid) const override {
+    auto it = formats.find(tid);
+    if (it == formats.end() || !enabled(tid)) return std::nullopt;
+    return it->second;
+  }
   uint64_t buffer_size(pid_t) const override { return ring_size; }
   backend::Result<std::vector<backend::TraceBlock>> read(pid_t tid, backend::TraceRead kind) override;
   std::vector<backend::Branch> history(pid_t tid, size_t n) const override;
@@ -44,7 +51,9 @@ class FakeBranchTracer : public backend::BranchTracer {
   std::map<pid_t, std::vector<backend::Branch>> branches;  // history(), oldest first
   uint64_t ring_size = 0x10000;
   // ---- recorded ----
-  std::vector<uint64_t> buffer_sizes;             // every set_buffer_size()
+  std::vector<uint64_t> buffer_sizes;             // every set_buffer_size() for BTS
+  std::vector<uint64_t> pt_buffer_sizes;          // ... and for PT
+  std::map<pid_t, backend::TraceFormat> formats;  // the format each enable() asked for
   std::vector<std::pair<pid_t, backend::TraceRead>> reads;
 
  private:

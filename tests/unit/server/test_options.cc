@@ -2,6 +2,8 @@
 
 #include "server/options.h"
 
+#include <cstdlib>
+
 using namespace server;
 
 namespace {
@@ -197,4 +199,30 @@ TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
   auto bad = parse({"--debug-format=colour", ":1", "p"});
   REQUIRE(std::holds_alternative<EarlyExit>(bad));
   CHECK(std::get<EarlyExit>(bad).text == "Unknown debug-format argument: \"colour\"\n");
+}
+
+TEST_CASE("test-only branch data feeds need BRANCHSTUB_TEST_ONLY=1") {
+  ::unsetenv("BRANCHSTUB_TEST_ONLY");
+  for (const char* opt : {"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
+                          "--test-singleblock"}) {
+    auto r = parse({opt, ":1234", "./prog"});
+    REQUIRE(std::holds_alternative<EarlyExit>(r));
+    CHECK(std::get<EarlyExit>(r).code == 2);
+    CHECK(std::get<EarlyExit>(r).text.find("TEST ONLY") != std::string::npos);
+  }
+  ::setenv("BRANCHSTUB_TEST_ONLY", "yes", 1);  // anything but 1 is still no
+  CHECK(std::holds_alternative<EarlyExit>(parse({"--test-bts-ring=/tmp/r", ":1234", "./prog"})));
+  ::setenv("BRANCHSTUB_TEST_ONLY", "1", 1);
+  auto r = parse({"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
+                  "--test-singleblock", ":1234", "./prog"});
+  ::unsetenv("BRANCHSTUB_TEST_ONLY");
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  auto& o = std::get<ServerOptions>(r);
+  CHECK(o.test_bts_ring == "/tmp/r");
+  CHECK(o.test_pt_aux == "/tmp/a");
+  CHECK(o.test_lbr_snapshots == "/tmp/s");
+  CHECK(o.test_singleblock);
+  // not advertised
+  auto help = parse({"--help"});
+  CHECK(std::get<EarlyExit>(help).text.find("--test-") == std::string::npos);
 }

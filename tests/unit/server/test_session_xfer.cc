@@ -208,8 +208,9 @@ TEST_CASE("btrace: enable, read all/new/delta, configuration, disable") {
   auto& tracer = p.fake_tracer;
   CHECK(h.request("Qbtrace-conf:bts:size=0x4000") == "OK");
   CHECK(tracer.buffer_sizes == std::vector<uint64_t>{0x4000});
-  CHECK(h.request("Qbtrace-conf:pt:size=0x4000") == "OK");  // accepted, nothing to configure
+  CHECK(h.request("Qbtrace-conf:pt:size=0x4000") == "OK");  // for the next PT enable
   CHECK(tracer.buffer_sizes.size() == 1);
+  CHECK(tracer.pt_buffer_sizes == std::vector<uint64_t>{0x4000});
   CHECK(h.request("Qbtrace:bts") == "OK");
   CHECK(tracer.enabled(0x64));
   CHECK_FALSE(tracer.enabled(0x65));
@@ -245,9 +246,10 @@ TEST_CASE("btrace: enable, read all/new/delta, configuration, disable") {
 TEST_CASE("btrace: bad requests and backend refusals") {
   SessionHarness h;
   auto& p = h.add_process(0x64);
-  CHECK(h.request("Qbtrace:pt") ==
-        "E.Intel PT is not available here (see 'branchstub --probe'). "
-        "Use 'record btrace bts': branchstub provides it on every x86-64 machine.");
+  // The tracer says why PT cannot be recorded; the reply carries its reason.
+  p.fake_tracer.enable_error = backend::Error{ENODEV, "Intel PT is not available here: no intel_pt PMU."};
+  CHECK(h.request("Qbtrace:pt") == "E.Intel PT is not available here: no intel_pt PMU.");
+  p.fake_tracer.enable_error.reset();
   CHECK(h.request("Qbtrace:foo") == "E.Bad Qbtrace operation.  Use bts, pt, or off.");
   CHECK(h.request("Qbtrace-conf:bts:size=zz") == "E.Bad size value.");
   CHECK(h.request("Qbtrace-conf:bts:speed=1") == "E.Bad Qbtrace configuration option.");
