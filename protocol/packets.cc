@@ -329,6 +329,20 @@ Request p_stepbranch(string_view args) {
   return StepBranch{count};
 }
 
+// <thread-id>,<N> (N decimal, like stepbranch:N).
+Request p_stepbranch_next(string_view args) {
+  auto comma = args.find(',');
+  if (comma == string_view::npos) return malformed("stepbranch-next: expected <thread-id>,<N>");
+  auto id = parse_thread_id(args.substr(0, comma));
+  if (!id || id->tid <= 0) return malformed("stepbranch-next: bad thread id");
+  string_view n = args.substr(comma + 1);
+  uint32_t count = 0;
+  auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count, 10);
+  if (n.empty() || ec != std::errc{} || end != n.data() + n.size() || count == 0)
+    return malformed("stepbranch-next: bad count");
+  return StepBranchNext{*id, count};
+}
+
 Request p_kill(string_view args) {
   auto pid = hex_int(args);
   if (!pid) return malformed("vKill: bad pid");
@@ -600,6 +614,8 @@ constexpr Entry kTable[] = {
     {"vCont", false, p_vcont},
     {"vCtrlC", true, make<VCtrlC>},
     {"stepbranch", false, p_stepbranch, Capability::StepBranch},
+    {"Qbranchstub:stepbranch-next:", false, p_stepbranch_next, Capability::StepBranch},
+    {"qbranchstub:stepbranch-last", true, make<StepBranchLast>, Capability::StepBranch},
     {"vKill;", false, p_kill},
     {"vRun;", false, p_vrun},
     {"vAttach;", false, p_vattach},

@@ -66,6 +66,11 @@ struct VCont { std::vector<ResumeAction> actions; };              // vCont;...
 struct LegacyResume { ResumeAction action; std::optional<uint64_t> addr; };  // c/C/s/S
 struct VCtrlC {};                                                 // vCtrlC
 struct StepBranch { uint32_t count = 1; };                        // stepbranch[:N]
+// Qbranchstub:stepbranch-next:<thread-id>,<N>: the client's next single step of that thread
+// runs it to its N-th next taken branch instead (so the client performs, and reports, the
+// resume itself). qbranchstub:stepbranch-last: what the stepbranch that the last stop ended did.
+struct StepBranchNext { ThreadId thread; uint32_t count = 1; };
+struct StepBranchLast {};
 struct Kill { std::optional<int> pid; };                          // k / vKill;pid
 struct Detach { std::optional<int> pid; };                        // D / D;pid
 struct VRun { std::vector<std::string> argv; };                   // vRun;hex;hex..
@@ -136,7 +141,8 @@ using Request = std::variant<
     QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
     SetCatchSyscalls, SetThreadEvents, Monitor, GetTlsAddress, ReadRegisters, WriteRegisters, ReadRegister,
-    WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, Kill,
+    WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, StepBranchNext,
+    StepBranchLast, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
     Restart, XferWrite,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,

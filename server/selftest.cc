@@ -158,6 +158,10 @@ void packet_table() {
   });
   parses_as<VCtrlC>("vCtrlC");
   parses_as<StepBranch>("stepbranch:10", [](const StepBranch& q) { return q.count == 10; });
+  parses_as<StepBranchNext>("Qbranchstub:stepbranch-next:p1.2,3", [](const StepBranchNext& q) {
+    return q.thread.pid == 1 && q.thread.tid == 2 && q.count == 3;
+  });
+  parses_as<StepBranchLast>("qbranchstub:stepbranch-last");
   parses_as<Kill>("vKill;1a", [](const Kill& q) { return q.pid == 0x1a; });
   parses_as<VRun>("vRun;2f62696e2f74727565;2d61", [](const VRun& q) {
     return q.argv == std::vector<std::string>{"/bin/true", "-a"};

@@ -160,6 +160,8 @@ void Session::on_stop(const backend::StopEvent& event) {
   } else {
     selected_pid_ = 0;
   }
+  last_step_branch_.reset();
+  if (why == Waiting::StepBranch && !gone) last_step_branch_ = event;
   if (why == Waiting::MonitorStepBranch) {
     send_console(monitor_stepbranch_text(*this, event));
     send(protocol::ok());

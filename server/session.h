@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "backend/process.h"
 #include "protocol/framing.h"
@@ -66,6 +67,17 @@ class Session {
   // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
   pid_t thread_for(std::optional<int> suffix) const;
 
+  // Qbranchstub:stepbranch-next: the client's next single step of `tid` (in process `pid`)
+  // runs it to its `count`-th next taken branch. Kept here, not in the backend: it is a
+  // promise about the next resume request, which the resume handlers turn into the
+  // backend's stepbranch (or let expire).
+  struct StepBranchRequest { pid_t pid = 0; pid_t tid = 0; uint32_t count = 1; };
+  void arm_step_branch(StepBranchRequest r) { step_branch_next_ = r; }
+  // Every resume takes it: it applies to that resume or is gone.
+  std::optional<StepBranchRequest> take_step_branch_request() { return std::exchange(step_branch_next_, std::nullopt); }
+  // The stop that ended a stepbranch, while it is the last stop (qbranchstub:stepbranch-last).
+  const std::optional<backend::StopEvent>& last_step_branch() const { return last_step_branch_; }
+
   // qXfer snapshots: created at offset 0, later chunks served from the snapshot.
   std::string& xfer_snapshot(const std::string& key) { return xfer_cache_[key]; }
 
@@ -98,6 +110,8 @@ class Session {
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;
   pid_t selected_pid_ = 0;
+  std::optional<StepBranchRequest> step_branch_next_;
+  std::optional<backend::StopEvent> last_step_branch_;
   std::string last_sent_;   // for '-' retransmission in ack mode
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;

@@ -5,18 +5,21 @@
 # or put that line in ~/.gdbinit. See docs/stepbranch.md.
 #
 #   stepbranch [N]          run the selected thread until it has taken N branches
-#                           (default 1), through branchstub's `stepbranch[:N]` packet.
+#                           (default 1). GDB performs and reports the resume itself: the
+#                           script asks branchstub (Qbranchstub:stepbranch-next) to turn
+#                           GDB's next single step of the thread into that run, then does
+#                           `stepi`, so GDB, MI (*stopped) and IDEs see a normal stop.
 #                           Other threads stay stopped. While replaying a btrace
 #                           recording, moves forward through the recorded history
-#                           instead.
-#   stepbranch --each [N]   one packet per branch, printing every branch.
+#                           (`stepi K`) instead.
+#   stepbranch --each [N]   one step per branch, printing every branch.
 #   stepbranch --client [N] do it in GDB with stepi (any server; slow).
 #   reverse-stepbranch [N]  with `record btrace` active: go back to the previous
-#                           taken branch (N times), using GDB's record API.
+#                           taken branch (N times), with `reverse-stepi K`.
 #
-# Output: one line per reported branch,
+# Output: GDB's own stop report (as after `stepi`), then one line per reported branch,
 #     branch 0x401136 -> 0x401020 <foo+0>
-# then the new frame and instruction, as GDB shows them after a step.
+# and, when something else ended the step, why (breakpoint, signal, exit).
 #
 # Works with GDB 13 or later (gdb.RemoteTargetConnection.send_packet).
 
@@ -69,14 +72,6 @@ class StopReply:
     @property
     def mechanism(self):
         return self.fields.get("stepbranch-mechanism")
-
-    def looks_like_plain_step(self):
-        """A T05 with none of the fields a branchstub stepbranch reply carries."""
-        if self.kind not in ("T", "S") or self.signal != 5:
-            return False
-        known = ("branch-from", "branch-to", "stepbranch-mechanism", "swbreak", "hwbreak",
-                 "watch", "rwatch", "awatch", "reason")
-        return not any(k in self.fields for k in known)
 
     def signal_name(self):
         return _GDB_SIGNALS.get(self.signal, "signal %d" % self.signal)
@@ -145,8 +140,10 @@ def _taken(insn, next_pc):
     return insn.pc + insn.size != next_pc
 
 
-class _Remote:
-    """Helpers for talking to branchstub behind GDB's back, then making GDB consistent."""
+class _Stepper:
+    """stepbranch as a resume GDB performs itself: the server is asked (one packet) to turn
+    GDB's next single step of the selected thread into a run to its N-th next taken branch,
+    then GDB does `stepi`. GDB (and MI: `*stopped`, and every front end) sees a normal stop."""
 
     def __init__(self):
         inf = gdb.selected_inferior()
@@ -163,155 +160,104 @@ class _Remote:
         if th.is_running():
             raise gdb.GdbError("stepbranch: the selected thread is running.")
         self.conn = conn
+        self.inferior = inf
         self.thread = th
 
-    def _sync_general_thread(self):
-        # The server steps its general (Hg) thread. GDB sends Hg lazily, so make GDB fetch
-        # the selected thread's registers: after a register-cache flush that read goes to
-        # the server and GDB first points Hg at the selected thread.
-        gdb.execute("maint flush register-cache", to_string=True)
-        _pc()
-
-    def _insert_breakpoints(self):
-        # In all-stop mode GDB removes its breakpoints and watchpoints from the target
-        # whenever the program stops. A step that should stop at a breakpoint needs them
-        # in place: with `breakpoint always-inserted on`, any change to the breakpoint
-        # list makes GDB insert every location, so add and delete an internal breakpoint.
-        old = gdb.parameter("breakpoint always-inserted")
-        gdb.execute("set breakpoint always-inserted on", to_string=True)
-        try:
-            if any(b.enabled for b in gdb.breakpoints()):
-                b = gdb.Breakpoint("*0x%x" % _pc(), internal=True)
-                b.delete()
-        finally:
-            gdb.execute("set breakpoint always-inserted %s" % ("on" if old else "off"),
-                        to_string=True)
-
-    def send(self, packet):
-        self._sync_general_thread()
-        self._insert_breakpoints()
-        # A step may take longer than GDB's remote timeout (2 s) when the program sits
-        # in a system call; GDB would give up on the reply and the protocol would go
-        # out of step. Wait as long as the user allows.
-        old_timeout = gdb.parameter("remotetimeout")
-        limit = max(int(old_timeout or 2), int(gdb.parameter("stepbranch-timeout")))
-        gdb.execute("set remotetimeout %d" % limit, to_string=True)
-        try:
-            reply = self.conn.send_packet(packet)
-        finally:
-            gdb.execute("set remotetimeout %d" % int(old_timeout or 2), to_string=True)
-            # GDB did not see the resume: its register, frame and memory caches are stale.
-            gdb.execute("maint flush register-cache", to_string=True)
-            gdb.execute("maint flush dcache", to_string=True)
+    def _send(self, packet):
+        reply = self.conn.send_packet(packet)
         if isinstance(reply, (bytes, bytearray)):
             reply = reply.decode("latin-1")
-        return StopReply(reply)
+        return reply
+
+    def arm(self, count):
+        """Ask for it. '' when the server does not know the request (not branchstub)."""
+        reply = self._send("Qbranchstub:stepbranch-next:p%x.%x,%d"
+                           % (self.inferior.pid, self.thread.ptid[1], count))
+        if reply.startswith("E"):
+            raise gdb.GdbError("stepbranch: the server refused: %s"
+                               % (reply[2:] if reply.startswith("E.") else reply))
+        return reply
+
+    def last(self):
+        """The server's account of the stepbranch the last stop ended: a StopReply-like
+        field dict, or None when the last stop did not end one."""
+        reply = self._send("qbranchstub:stepbranch-last")
+        if not reply or reply == "none" or reply.startswith("E"):
+            return None
+        return StopReply("T05" + reply)
+
+    def step(self):
+        """GDB's own stepi. Returns the stop event GDB reported (None if none came)."""
+        events = []
+
+        def on_stop(ev):
+            events.append(ev)
+
+        def on_exit(ev):
+            events.append(ev)
+
+        gdb.events.stop.connect(on_stop)
+        gdb.events.exited.connect(on_exit)
+        try:
+            gdb.execute("stepi", from_tty=False)
+        finally:
+            gdb.events.stop.disconnect(on_stop)
+            gdb.events.exited.disconnect(on_exit)
+        return events[-1] if events else None
 
 
-def _server_has_stepbranch():
-    """Asks without side effects: other servers may take the raw packet for a step (gdbserver
-    reads `stepbranch` as `s` with a garbage address), so look at `monitor help` first."""
-    try:
-        text = gdb.execute("monitor help", to_string=True)
-    except gdb.error:
+def _explain_stop(ev):
+    """The stop ended the stepbranch early (GDB has printed it its own way): say so in the
+    command's output too. Returns False when the program is gone."""
+    if isinstance(ev, gdb.ExitedEvent):
+        code = getattr(ev, "exit_code", None)
+        gdb.write("stepbranch: the program exited%s.\n"
+                  % ("" if code is None else " with code %d" % code))
         return False
-    return "stepbranch" in text
-
-
-def _report_non_branch_stop(reply):
-    """Explain a stop that is not 'took a branch'. Returns True if the program still lives."""
-    if reply.kind in ("W", "X"):
-        what = ("exited with code %d" % reply.exit_code if reply.kind == "W"
-                else "was killed by %s" % _GDB_SIGNALS.get(reply.exit_code, str(reply.exit_code)))
-        gdb.write("stepbranch: the program %s. GDB has not noticed; use `kill` or "
-                  "`disconnect`.\n" % what)
-        return False
-    f = reply.fields
-    name = reply.signal_name()
-    if "watch" in f or "rwatch" in f or "awatch" in f:
-        kind = "watch" if "watch" in f else ("rwatch" if "rwatch" in f else "awatch")
-        addr = f[kind]
-        gdb.write("stepbranch: stopped by a watchpoint (%s 0x%s) before a branch was taken.\n"
-                  % (kind, addr))
-    elif "swbreak" in f or "hwbreak" in f or f.get("reason") == "breakpoint" or (
-            reply.signal == 5 and _breakpoint_numbers_at(_pc())):
-        nums = _breakpoint_numbers_at(_pc())
-        which = ("breakpoint %s" % ", ".join(str(n) for n in nums)) if nums else "a breakpoint"
-        gdb.write("stepbranch: stopped at %s before a branch was taken.\n" % which)
-    elif reply.signal == 5:
-        gdb.write("stepbranch: stopped (SIGTRAP) without taking a branch.\n")
+    if isinstance(ev, gdb.BreakpointEvent):
+        nums = [b.number for b in ev.breakpoints if b.number > 0]
+        kinds = {b.type for b in ev.breakpoints}
+        watch = {gdb.BP_WATCHPOINT, gdb.BP_HARDWARE_WATCHPOINT, gdb.BP_READ_WATCHPOINT,
+                 gdb.BP_ACCESS_WATCHPOINT}
+        what = "watchpoint" if kinds & watch else "breakpoint"
+        gdb.write("stepbranch: stopped at %s %s.\n" % (what, ", ".join(str(n) for n in nums)))
+    elif isinstance(ev, gdb.SignalEvent) and ev.stop_signal != "SIGTRAP":
+        gdb.write("stepbranch: program received signal %s.\n" % ev.stop_signal)
     else:
-        gdb.write("stepbranch: program received signal %s.\n" % name)
-        _queue_signal_like_gdb(name)
+        gdb.write("stepbranch: stopped without taking a branch.\n")
     return True
 
 
-def _breakpoint_numbers_at(pc):
-    nums = []
-    for b in gdb.breakpoints():
-        if not b.enabled or b.type not in (gdb.BP_BREAKPOINT, getattr(gdb, "BP_HARDWARE_BREAKPOINT", -1)):
-            continue
-        for loc in getattr(b, "locations", []) or []:
-            if loc.address == pc:
-                nums.append(b.number)
-                break
-        else:
-            if not hasattr(b, "locations") and b.location:
-                try:
-                    if int(gdb.parse_and_eval("(long)(%s)" % b.location.lstrip("*"))) == pc:
-                        nums.append(b.number)
-                except gdb.error:
-                    pass
-    return nums
-
-
-def _queue_signal_like_gdb(name):
-    # GDB did not see this stop, so it would resume without the signal. Queue it for the
-    # next resume exactly when `handle` says to pass it, as GDB itself would.
-    if name.startswith("signal "):
-        return
-    try:
-        table = gdb.execute("info signals %s" % name, to_string=True).splitlines()
-    except gdb.error:
-        return
-    for line in table:
-        parts = line.split()
-        if parts and parts[0] == name and len(parts) >= 4:
-            if parts[3] == "Yes":
-                gdb.execute("queue-signal %s" % name, to_string=True)
-                gdb.write("stepbranch: %s will be delivered when the program resumes "
-                          "(`queue-signal 0` discards it).\n" % name)
-            return
-
-
 def _replay_forward(rec, count):
-    """stepbranch while replaying: move forward through the recorded history."""
+    """stepbranch while replaying: move forward through the recorded history with GDB's own
+    `stepi K` (a normal stop for GDB, MI and front ends), K counted in the history."""
     hist = rec.instruction_history
     n = len(hist)
     idx = _history_index(rec, hist, rec.replay_position)
     lines = []
     target = None
-    while count > 0 and idx < n:
-        insn = hist[idx]
+    j = idx
+    while count > 0 and j < n:
+        insn = hist[j]
         if not hasattr(insn, "pc"):  # a gap in the trace
             gdb.write("stepbranch: gap in the recorded history at %d\n" % insn.number)
             break
-        next_pc = hist[idx + 1].pc if idx + 1 < n else rec.end.pc
+        next_pc = hist[j + 1].pc if j + 1 < n else rec.end.pc
         if _taken(insn, next_pc):
             lines.append(_branch_line(insn.pc, next_pc))
             count -= 1
-            target = idx + 1
-        idx += 1
+            target = j + 1
+        j += 1
     for line in lines:
         gdb.write(line + "\n")
     if target is None:
+        if j < n:  # stopped at a gap: stay
+            return
         gdb.write("stepbranch: no further taken branch in the recorded history.\n")
-        gdb.execute("record goto end", to_string=True)
-    elif target >= n:
-        gdb.execute("record goto end", to_string=True)
-    else:
-        gdb.execute("record goto %d" % hist[target].number, to_string=True)
-    _show_where()
+        target = n
+    # Stepping onto index n leaves the history: GDB reports "No more reverse-execution
+    # history" and is back at the live program, where the last branch led.
+    gdb.execute("stepi %d" % (target - idx), from_tty=False)
 
 
 def _client_stepbranch(count):
@@ -354,20 +300,6 @@ def _client_stepbranch(count):
     _show_where()
 
 
-class StepBranchTimeout(gdb.Parameter):
-    """How many seconds GDB waits for the reply to a stepbranch packet."""
-
-    set_doc = "Set how long GDB waits for the reply to a stepbranch packet."
-    show_doc = "Show how long GDB waits for the reply to a stepbranch packet."
-
-    def __init__(self):
-        super().__init__("stepbranch-timeout", gdb.COMMAND_RUNNING, gdb.PARAM_ZUINTEGER)
-        self.value = 600
-
-    def get_show_string(self, svalue):
-        return "GDB waits up to %s seconds for a stepbranch reply." % svalue
-
-
 class StepBranch(gdb.Command):
     """Run the selected thread until it has taken a branch (branchstub extension).
 
@@ -375,15 +307,16 @@ Usage: stepbranch [--each|--client] [N]
 
 Resumes only the selected thread until it has taken N branches (default 1): a jmp, a
 taken conditional jump, call, ret, an indirect jmp/call, a taken loop/jrcxz. It stops
-earlier at a breakpoint, a watchpoint, or a signal. Prints each reported branch as
+earlier at a breakpoint, a watchpoint, a signal or Ctrl-C. GDB performs the resume (a
+`stepi` that branchstub runs to the N-th branch), so it reports the stop as after any
+step; then the branch is printed as
     branch 0xFROM -> 0xTO <function+offset>
-then the new frame. Uses branchstub's `stepbranch` / `stepbranch:N` packet.
 
---each    send one packet per branch, printing every branch (N round trips).
+--each    one step per branch, printing every branch (N stops).
 --client  single-step from GDB instead (works with any server, much slower).
 
-While replaying a `record btrace` recording, it moves forward through the history.
-If the server does not know the packet, the --client method is used."""
+While replaying a `record btrace` recording, it moves forward through the history
+(`stepi K`). If the server does not know the request, the --client method is used."""
 
     def __init__(self):
         super().__init__("stepbranch", gdb.COMMAND_RUNNING)
@@ -400,50 +333,29 @@ If the server does not know the packet, the --client method is used."""
         if "client" in flags:
             _client_stepbranch(count)
             return
-        if not _server_has_stepbranch():
-            gdb.write("stepbranch: the server does not offer stepbranch (`monitor help` does not "
-                      "list it); single-stepping from GDB instead.\n")
-            _client_stepbranch(count)
-            return
-        remote = _Remote()
-        if "each" in flags:
-            packets = ["stepbranch"] * count
-        else:
-            packets = ["stepbranch" if count == 1 else "stepbranch:%d" % count]
-        remaining = count
-        for packet in packets:
-            pc0 = _pc()
-            reply = remote.send(packet)
-            if reply.kind == "":
-                gdb.write("stepbranch: the server does not support the stepbranch packet; "
-                          "single-stepping from GDB instead.\n")
-                _client_stepbranch(remaining)
+        stepper = _Stepper()
+        counts = [1] * count if "each" in flags else [count]
+        for i, n in enumerate(counts):
+            if not stepper.arm(n):
+                if i == 0:
+                    gdb.write("stepbranch: the server does not offer stepbranch (it does not know "
+                              "Qbranchstub:stepbranch-next); single-stepping from GDB instead.\n")
+                    _client_stepbranch(count)
                 return
-            if reply.looks_like_plain_step():
-                # Not branchstub: gdbserver, for one, takes `stepbranch` for an `s` packet
-                # with a garbage address and resumes the thread in its own way.
-                gdb.write("stepbranch: the server did not handle the stepbranch packet "
-                          "(is it branchstub?); the thread moved from 0x%x to 0x%x. Use "
-                          "`stepbranch --client` with other servers.\n" % (pc0, _pc()))
-                _show_where()
+            ev = stepper.step()
+            if not gdb.selected_inferior().pid:
+                _explain_stop(ev)
                 return
-            if reply.kind == "E":
-                msg = reply.text[2:] if reply.text.startswith("E.") else reply.text
-                raise gdb.GdbError("stepbranch: the server refused: %s" % msg)
-            if not reply.is_stop:
-                if not _report_non_branch_stop(reply):
-                    return
-                raise gdb.GdbError("stepbranch: unexpected reply %r" % reply.text)
-            br = reply.branch
+            last = stepper.last()
+            br = last.branch if last is not None else None
             if br is None:
-                _report_non_branch_stop(reply)
-                break
+                _explain_stop(ev)
+                return
             gdb.write(_branch_line(*br) + "\n")
-            remaining -= 1 if "each" in flags else count
-            if reply.signal not in (0, 5):
-                _report_non_branch_stop(reply)
-                break
-        _show_where()
+            if isinstance(ev, gdb.BreakpointEvent) or (
+                    isinstance(ev, gdb.SignalEvent) and ev.stop_signal != "SIGTRAP"):
+                _explain_stop(ev)  # the branch led onto a breakpoint, or a signal came with it
+                return
 
 
 class ReverseStepBranch(gdb.Command):
@@ -454,7 +366,8 @@ Usage: reverse-stepbranch [N]
 Needs `record btrace`. Moves the replay position back to the branch instruction of the
 most recent taken branch (N times), printing each as
     branch 0xFROM -> 0xTO <function+offset>
-Use `record goto end` (or `stepbranch` while replaying) to move forward again."""
+It moves with `reverse-stepi K`, so GDB reports the stop as after any reverse step.
+Use `stepbranch` while replaying (or `record goto end`) to move forward again."""
 
     def __init__(self):
         super().__init__("reverse-stepbranch", gdb.COMMAND_RUNNING)
@@ -494,10 +407,9 @@ Use `record goto end` (or `stepbranch` while replaying) to move forward again.""
         if target is None:
             gdb.write("reverse-stepbranch: no earlier taken branch in the recorded history.\n")
             return
-        gdb.execute("record goto %d" % hist[target].number, to_string=True)
-        _show_where()
+        # GDB's own reverse step (a normal stop for GDB, MI and front ends), not `record goto`.
+        gdb.execute("reverse-stepi %d" % (idx - target), from_tty=False)
 
 
-StepBranchTimeout()
 StepBranch()
 ReverseStepBranch()

@@ -4,25 +4,22 @@
 #     (lldb) stepbranch [N]            step the selected thread to its N-th next taken branch
 #     (lldb) stepbranch --client [N]   the same with LLDB's own instruction steps (any server)
 #
-# How LLDB is kept consistent (see docs/stepbranch.md, "LLDB"):
-#   * the server does the stepping: `process plugin packet send stepbranch[:N]`;
-#   * LLDB did not see that resume, so afterwards the script
-#       - writes the new PC from the stop reply back with `register write pc ...`: the
-#         value is unchanged on the target, but LLDB then throws away the thread's
-#         register context and stack frames (Thread::Flush) and reads fresh ones;
-#       - turns LLDB's memory cache off until the next real stop (a stop hook turns it
-#         back on; LLDB clears the cache at every stop), so stack and data reads are fresh.
-#   * servers without the packet (lldb-server, gdbserver): a scripted thread plan that
-#     single-steps through LLDB itself until the PC leaves the straight line.
+# How it works (see docs/stepbranch.md, "LLDB"): LLDB performs the resume itself.
+#   * the script asks branchstub, with `process plugin packet send
+#     Qbranchstub:stepbranch-next:<tid>,<N>`, to turn LLDB's next single step of the thread
+#     into a run to its N-th next taken branch;
+#   * then it runs `thread step-inst`: LLDB steps, gets a normal stop with the new pc and
+#     refreshes everything (registers, frames, memory), and so does lldb-vscode;
+#   * when the command waits for the stop (synchronous mode, `lldb -b`, scripts), it asks
+#     `qbranchstub:stepbranch-last` for the branch taken and prints it.
+#   * servers without the request (lldb-server, gdbserver answer it with an empty reply): a
+#     scripted thread plan that single-steps through LLDB itself until the PC leaves the
+#     straight line.
 
 import re
 import shlex
 
 import lldb
-
-_MEMCACHE_SETTING = "target.process.disable-memory-cache"
-_state = {"memcache_disabled_by_us": False, "hook_installed": False}
-
 
 def _run(debugger, command):
     ro = lldb.SBCommandReturnObject()
@@ -49,10 +46,6 @@ def _parse_stop(text):
     return info
 
 
-def _le_hex_to_int(h):
-    return int.from_bytes(bytes.fromhex(h), "little")
-
-
 def _symbolize(target, addr):
     a = target.ResolveLoadAddress(addr)
     sym = a.GetSymbol()
@@ -65,42 +58,6 @@ def _symbolize(target, addr):
 def _branch_line(target, frm, to):
     s = _symbolize(target, to)
     return "branch 0x%x -> 0x%x%s" % (frm, to, (" " + s) if s else "")
-
-
-def _show_where(debugger, result):
-    ok, out, err = _run(debugger, "frame select 0")
-    result.AppendMessage((out or err).rstrip())
-
-
-class _ReenableMemoryCache:
-    """Stop hook: LLDB has just cleared its memory cache for a real stop; use it again."""
-
-    def __init__(self, target, extra_args, internal_dict):
-        self.target = target
-
-    def handle_stop(self, exe_ctx, stream):
-        if _state["memcache_disabled_by_us"]:
-            _state["memcache_disabled_by_us"] = False
-            _run(self.target.GetDebugger(), "settings set %s false" % _MEMCACHE_SETTING)
-        return True
-
-
-def _stale_memory_cache(debugger):
-    ok, out, _ = _run(debugger, "settings show %s" % _MEMCACHE_SETTING)
-    if "= true" in out:
-        return  # the user has it off already
-    _run(debugger, "settings set %s true" % _MEMCACHE_SETTING)
-    _state["memcache_disabled_by_us"] = True
-    if not _state["hook_installed"]:
-        ok, _, _ = _run(debugger, "target stop-hook add -P %s._ReenableMemoryCache" % __name__)
-        _state["hook_installed"] = ok
-
-
-def _refresh_thread(debugger, thread, pc):
-    """Make LLDB drop the thread's cached registers and frames (see the header)."""
-    _run(debugger, "register write pc 0x%x" % pc)
-    _stale_memory_cache(debugger)
-    thread.GetProcess().GetThreadByID(thread.GetThreadID())
 
 
 class StepToBranchPlan:
@@ -185,62 +142,34 @@ def stepbranch(debugger, command, exe_ctx, result, internal_dict):
         _client_stepbranch(debugger, count, result)
         return
 
-    # The server steps its general thread; LLDB uses thread suffixes and may never send Hg.
-    _send_packet(debugger, "Hg%x" % thread.GetThreadID())
-    pc0 = thread.GetFrameAtIndex(0).GetPC()
-    reply = _send_packet(debugger, "stepbranch" if count == 1 else "stepbranch:%d" % count)
-    stop = _parse_stop(reply)
-    f = stop["fields"]
-    if stop["kind"] == "":
-        result.AppendMessage("stepbranch: the server does not support the stepbranch packet; "
-                             "stepping through LLDB instead.")
+    reply = _send_packet(debugger, "Qbranchstub:stepbranch-next:%x,%d" % (thread.GetThreadID(), count))
+    if reply == "":
+        result.AppendMessage("stepbranch: the server does not offer stepbranch (it does not know "
+                             "Qbranchstub:stepbranch-next); stepping through LLDB instead.")
         _client_stepbranch(debugger, count, result)
         return
-    if stop["kind"] == "E":
+    if reply != "OK":
         result.SetError("stepbranch: the server refused: %s"
                         % (reply[2:] if reply.startswith("E.") else reply))
         return
-    if stop["kind"] in ("W", "X"):
-        result.AppendMessage("stepbranch: the program ended (%s). LLDB has not noticed; use "
-                             "`process kill`." % reply)
+    # LLDB's own instruction step, which the server runs to the branch: LLDB (and lldb-vscode)
+    # see an ordinary stop. In asynchronous mode the command returns at once and the stop is
+    # reported as every stop is.
+    ok, out, err = _run(debugger, "thread step-inst")
+    if out.strip():
+        result.AppendMessage(out.rstrip())
+    if not ok:
+        result.SetError(err.strip() or "thread step-inst failed")
         return
-    if stop["kind"] not in ("T", "S"):
-        result.SetError("stepbranch: unexpected reply %r" % reply)
-        return
-
-    # The new PC: from the expedited registers, else ask for it.
-    if "10" in f:
-        pc = _le_hex_to_int(f["10"])
-    else:
-        raw = _send_packet(debugger, "p10;thread:%x;" % thread.GetThreadID())
-        if re.fullmatch(r"[0-9a-fA-F]{16}", raw or ""):
-            pc = _le_hex_to_int(raw)
-        else:
-            pc = None
-    if pc is not None:
-        _refresh_thread(debugger, thread, pc)
-    else:
-        result.AppendMessage("stepbranch: could not read the new PC; LLDB's registers may "
-                             "be stale until the next stop.")
-
+    if process.GetState() != lldb.eStateStopped:
+        return  # asynchronous: still running, or gone (LLDB reports either)
+    stop = _parse_stop("T05" + _send_packet(debugger, "qbranchstub:stepbranch-last"))
+    f = stop["fields"]
     if "branch-from" in f and "branch-to" in f:
-        result.AppendMessage(_branch_line(target, int(f["branch-from"], 16),
-                                          int(f["branch-to"], 16)))
-        if stop["signal"] not in (0, 5):
-            result.AppendMessage("stepbranch: then received signal %d." % stop["signal"])
-    elif any(k in f for k in ("watch", "rwatch", "awatch")):
-        result.AppendMessage("stepbranch: stopped by a watchpoint before a branch was taken.")
-    elif "swbreak" in f or "hwbreak" in f or f.get("reason") == "breakpoint":
-        result.AppendMessage("stepbranch: stopped at a breakpoint before a branch was taken.")
-    elif "stepbranch-mechanism" not in f and stop["signal"] == 5:
-        result.AppendMessage("stepbranch: the server did not handle the stepbranch packet (is "
-                             "it branchstub?); the thread moved from 0x%x to 0x%x. Use "
-                             "`stepbranch --client` with other servers." % (pc0, pc or 0))
+        result.AppendMessage(_branch_line(target, int(f["branch-from"], 16), int(f["branch-to"], 16)))
     else:
-        result.AppendMessage("stepbranch: stopped by signal %d before a branch was taken "
-                             "(LLDB did not see it; it is not delivered on resume)."
-                             % stop["signal"])
-    _show_where(debugger, result)
+        result.AppendMessage("stepbranch: stopped before the branch was taken (%s)."
+                             % (thread.GetStopDescription(256) or "see the stop reason"))
 
 
 def __lldb_init_module(debugger, internal_dict):

@@ -25,7 +25,21 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
 
 using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
 
+// The process in which `plans` single-step the thread of a stepbranch-next request, without
+// a signal to deliver; nullptr when this resume is of another kind. (A step that delivers a
+// signal stays a step: it stops at the handler's entry, where a stepbranch stops too.)
+backend::Process* step_branch_target(const Plans& plans, const Session::StepBranchRequest& r) {
+  for (const auto& [p, plan] : plans) {
+    if (p->pid() != r.pid || !p->alive()) continue;
+    auto it = plan.threads.find(r.tid);
+    if (it != plan.threads.end() && it->second.kind == backend::ResumeKind::Step && it->second.signo == 0) return p;
+  }
+  return nullptr;
+}
+
 Reply start_resume(Session& s, Plans plans) {
+  // Taken by every resume: used by this one if it single-steps the thread, else expired.
+  auto step_branch = s.take_step_branch_request();
   if (plans.empty()) return error_reply(s, EINVAL, "No thread to resume.");
   // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
   for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
@@ -38,6 +52,15 @@ Reply start_resume(Session& s, Plans plans) {
     s.server().remove_process(child);
   }
   for (auto* p : s.server().processes()) p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
+  if (auto* p = step_branch ? step_branch_target(plans, *step_branch) : nullptr) {
+    // The client's step becomes a stepbranch: that thread alone, as the stepbranch packet
+    // does (the other actions, e.g. GDB's `c` for the other threads of `vCont;s:t;c`, are
+    // not taken). The stop reply is the stepbranch's, which the client takes for its step.
+    if (auto r = p->step_branch(step_branch->tid, step_branch->count); !r) return error_reply(s, r.error());
+    s.expect_stop(Waiting::StepBranch);
+    s.server().resumed();
+    return std::nullopt;
+  }
   for (const auto& [p, plan] : plans)
     if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
   s.expect_stop();
@@ -119,11 +142,31 @@ Reply handle(Session& s, const VCtrlC&) {
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
   if (!p) return no_process(s);
+  (void)s.take_step_branch_request();  // a resume of another kind: the request expires
   pid_t tid = s.general_thread();
   if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(s, r.error());
   s.expect_stop(Waiting::StepBranch);
   s.server().resumed();
   return std::nullopt;
+}
+
+Reply handle(Session& s, const StepBranchNext& n) {
+  backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
+  if (!p || !p->alive()) return no_process(s);
+  if (!p->has_thread(n.thread.tid)) return no_thread(s);
+  s.arm_step_branch({p->pid(), n.thread.tid, n.count});
+  return ok();
+}
+
+// What the stepbranch that the last stop ended did, in the stop reply's words, or "none" when
+// the last stop did not end a stepbranch (a script asks this after its client's own step).
+Reply handle(Session& s, const StepBranchLast&) {
+  const auto& e = s.last_step_branch();
+  if (!e) return std::string("none");
+  std::string out = fmt::format("thread:{};", protocol::format_thread_id(e->pid, e->tid, s.dialect().multiprocess));
+  if (e->branch_from || e->branch_to) out += fmt::format("branch-from:{:x};branch-to:{:x};", e->branch_from, e->branch_to);
+  std::string mechanism = e->step_mechanism.empty() ? s.server().probe().stepbranch_mechanism : e->step_mechanism;
+  return out + "stepbranch-mechanism:" + mechanism + ";";
 }
 
 Reply handle(Session& s, const Kill& k) {

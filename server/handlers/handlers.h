@@ -57,6 +57,8 @@ Reply handle(Session&, const VCont&);
 Reply handle(Session&, const LegacyResume&);
 Reply handle(Session&, const VCtrlC&);
 Reply handle(Session&, const StepBranch&);
+Reply handle(Session&, const StepBranchNext&);
+Reply handle(Session&, const StepBranchLast&);
 Reply handle(Session&, const Kill&);
 Reply handle(Session&, const Detach&);
 Reply handle(Session&, const VRun&);

@@ -110,6 +110,8 @@ TEST_CASE("qSupported reply", "[qsupported]") {
 TEST_CASE("a packet without its capability is unknown", "[qsupported]") {
   Capabilities base;  // Base alone
   CHECK(std::holds_alternative<Unknown>(parse_request("stepbranch", base)));
+  CHECK(std::holds_alternative<Unknown>(parse_request("Qbranchstub:stepbranch-next:1,1", base)));
+  CHECK(std::holds_alternative<Unknown>(parse_request("qbranchstub:stepbranch-last", base)));
   CHECK(std::holds_alternative<Unknown>(parse_request("Qbtrace:bts", base)));
   CHECK(std::holds_alternative<Unknown>(parse_request("qXfer:btrace:read:all:0,1000", base)));
   CHECK(std::holds_alternative<Unknown>(parse_request("QCatchSyscalls:1", base)));
@@ -119,6 +121,7 @@ TEST_CASE("a packet without its capability is unknown", "[qsupported]") {
   CHECK(std::holds_alternative<XferWrite>(parse_request("qXfer:siginfo:write::0:ab", base)));
   base.set(Capability::StepBranch);
   CHECK(std::holds_alternative<StepBranch>(parse_request("stepbranch", base)));
+  CHECK(std::holds_alternative<StepBranchNext>(parse_request("Qbranchstub:stepbranch-next:1,1", base)));
 }
 
 TEST_CASE("every capability is listed by some qSupported row or qXfer object", "[qsupported]") {

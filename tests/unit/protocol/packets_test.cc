@@ -211,6 +211,28 @@ TEST_CASE("stepbranch", "[packets]") {
   CHECK(malformed("stepbranch:99999999999"));
 }
 
+TEST_CASE("Qbranchstub:stepbranch-next and qbranchstub:stepbranch-last", "[packets]") {
+  auto plain = as<StepBranchNext>("Qbranchstub:stepbranch-next:1a2b,1");
+  CHECK_FALSE(plain.thread.pid);
+  CHECK(plain.thread.tid == 0x1a2b);
+  CHECK(plain.count == 1u);
+  auto multi = as<StepBranchNext>("Qbranchstub:stepbranch-next:p1a.1b,25");
+  CHECK(multi.thread.pid == 0x1a);
+  CHECK(multi.thread.tid == 0x1b);
+  CHECK(multi.count == 25u);  // decimal, as in stepbranch:N
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,0"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,x"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,99999999999"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:-1,1"));  // a concrete thread, not "all"
+  CHECK(malformed("Qbranchstub:stepbranch-next:0,1"));   // nor "any"
+  CHECK(malformed("Qbranchstub:stepbranch-next:zz,1"));
+  CHECK(std::holds_alternative<StepBranchLast>(parse_request("qbranchstub:stepbranch-last")));
+  CHECK(std::holds_alternative<Unknown>(parse_request("qbranchstub:stepbranch-lastx")));
+  CHECK(std::holds_alternative<Unknown>(parse_request("Qbranchstub:other")));
+}
+
 TEST_CASE("process control", "[packets]") {
   CHECK_FALSE(as<Kill>("k").pid);
   CHECK(as<Kill>("vKill;1182").pid == 0x1182);

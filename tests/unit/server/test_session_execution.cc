@@ -389,6 +389,77 @@ TEST_CASE("execution: stepbranch errors") {
   CHECK(g.h.session().waiting() == server::Waiting::Nothing);
 }
 
+TEST_CASE("execution: stepbranch-next turns the client's next step of that thread into a stepbranch") {
+  GdbSetup g;
+  CHECK(g.h.request("qbranchstub:stepbranch-last") == "none");
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,3") == "OK");
+  auto sb = stop_event(StopKind::StepBranch, 0x64, 0x65, SIGTRAP);
+  sb.branch_from = 0x401000;
+  sb.branch_to = 0x401020;
+  g.p.stop_with(sb);
+  // GDB's stepi: this thread steps, the others continue. Only the thread runs, to its 3rd branch.
+  CHECK(g.h.round_trip("vCont;s:p64.65;c") ==
+        Packets{"T05" + g.regs65 + "thread:p64.65;branch-from:401000;branch-to:401020;stepbranch-mechanism:software;"});
+  CHECK(g.p.step_branches == std::vector<std::pair<pid_t, uint32_t>>{{0x65, 3}});
+  CHECK(g.p.resumes.empty());
+  CHECK(g.h.request("qbranchstub:stepbranch-last") ==
+        "thread:p64.65;branch-from:401000;branch-to:401020;stepbranch-mechanism:software;");
+  // One-shot: the next step is a step again, and the answer is gone with the new stop.
+  g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+  CHECK(g.h.round_trip("vCont;s:p64.65;c") == Packets{"T05" + g.regs65 + "thread:p64.65;"});
+  CHECK(g.p.step_branches.size() == 1);
+  REQUIRE(g.p.resumes.size() == 1);
+  CHECK(same_action(g.p.resumes[0].threads.at(0x65), ResumeKind::Step, 0));
+  CHECK(g.h.request("qbranchstub:stepbranch-last") == "none");
+}
+
+TEST_CASE("execution: stepbranch-next applies to GDB's step-over step and to a legacy s") {
+  GdbSetup g;
+  SECTION("vCont;s of the thread alone (GDB stepping over a breakpoint at the pc)") {
+    CHECK(g.h.request("Qbranchstub:stepbranch-next:65,1") == "OK");
+    g.p.stop_with(stop_event(StopKind::StepBranch, 0x64, 0x65, SIGTRAP));
+    CHECK(g.h.round_trip("vCont;s:p64.65").size() == 1);
+  }
+  SECTION("s after Hc") {
+    CHECK(g.h.request("Hcp64.65") == "OK");
+    CHECK(g.h.request("Qbranchstub:stepbranch-next:65,1") == "OK");
+    g.p.stop_with(stop_event(StopKind::StepBranch, 0x64, 0x65, SIGTRAP));
+    CHECK(g.h.round_trip("s").size() == 1);
+  }
+  CHECK(g.p.step_branches == std::vector<std::pair<pid_t, uint32_t>>{{0x65, 1}});
+  CHECK(g.p.resumes.empty());
+}
+
+TEST_CASE("execution: a stepbranch-next request expires at a resume of any other kind") {
+  GdbSetup g;
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,2") == "OK");
+  std::string other;
+  SECTION("continue") { other = "vCont;c"; }
+  SECTION("a step of another thread") { other = "vCont;s:p64.64;c"; }
+  SECTION("a step that delivers a signal (stops at the handler, as a stepbranch would)") { other = "vCont;S0a:p64.65"; }
+  SECTION("a range step") { other = "vCont;r401000,401010:p64.65;c"; }
+  SECTION("the stepbranch packet") { other = "stepbranch"; }
+  g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+  CHECK(g.h.round_trip(other).size() == 1);
+  g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+  CHECK(g.h.round_trip("vCont;s:p64.65;c").size() == 1);
+  CHECK(g.p.resumes.size() + g.p.step_branches.size() == 2);
+  REQUIRE_FALSE(g.p.resumes.empty());
+  CHECK(same_action(g.p.resumes.back().threads.at(0x65), ResumeKind::Step, 0));  // a plain step
+}
+
+TEST_CASE("execution: stepbranch-next errors") {
+  GdbSetup g;
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.99,1") == "E.No such thread.");
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p99.99,1") == "E.No process.");
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,0") == "E.stepbranch-next: bad count");
+  // A failed stepbranch is answered as the step's error; nothing is left armed.
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,1") == "OK");
+  g.p.step_branch_error = backend::Error{EINVAL, "Cannot step."};
+  CHECK(g.h.request("vCont;s:p64.65") == "E.Cannot step.");
+  CHECK(g.h.session().waiting() == server::Waiting::Nothing);
+}
+
 TEST_CASE("execution: the stop comes later: nothing until the server polls it") {
   GdbSetup g;
   CHECK(g.h.round_trip("vCont;c").empty());
