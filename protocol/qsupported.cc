@@ -98,6 +98,9 @@ constexpr Row kRows[] = {
     {"QThreadEvents+", Capability::ThreadEvents, always, "QThreadEvents:0"},
     {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
     {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},
+    // Served with the Z0/Z1 packets (their ;X and ;cmds: parts): no packet of their own.
+    {"ConditionalBreakpoints+", Capability::ConditionalBreakpoints, always, ""},
+    {"BreakpointCommands+", Capability::BreakpointCommands, always, ""},
 };
 
 }  // namespace
