@@ -220,7 +220,7 @@ void BranchStepper::stepbranch_run(LinuxThread& t) {
     uint64_t pc = host_.pc(t.tid);
     bool pass_client = pc == sb.pass_client_at;
     sb.pass_client_at = 0;
-    if (breakpoints_.has_client(pc) && !pass_client) {
+    if (breakpoints_.has_client(pc) && !pass_client && host_.client_breakpoint_stops(t, pc)) {
       arm(t, 0);
       return host_.report(t, host_.event(StopKind::Breakpoint, t.tid, SIGTRAP));
     }

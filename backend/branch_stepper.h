@@ -47,6 +47,9 @@ class BranchStepper {
     virtual bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const = 0;
     // Emulated watchpoints are set: every instruction must be a checked step.
     virtual bool watch_stepping() const = 0;
+    // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
+    // condition holds)? False: the instruction there is executed as any other.
+    virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
     // --debug: what the stepper decided (only built when logging() is true).
     virtual bool logging() const = 0;
     virtual void log_line(std::string_view line) const = 0;

@@ -26,6 +26,13 @@ bool SoftwareBreakpoints::has_client(uint64_t addr) const {
   return it != table_.end() && it->second.client_refs + it->second.hardware_refs > 0;
 }
 
+bool SoftwareBreakpoints::has(uint64_t addr, BreakpointOwner owner) const {
+  auto it = table_.find(addr);
+  if (it == table_.end()) return false;
+  Entry e = it->second;
+  return refs_of(e, owner) > 0;
+}
+
 bool SoftwareBreakpoints::client_is_hardware(uint64_t addr) const {
   auto it = table_.find(addr);
   return it != table_.end() && it->second.client_refs == 0 && it->second.hardware_refs > 0;

@@ -28,6 +28,7 @@ class SoftwareBreakpoints {
   // Whether an int3 of ours has ever been at addr (a trap reported after its removal is ours).
   bool ever_inserted(uint64_t addr) const { return history_.count(addr) != 0; }
   bool has_client(uint64_t addr) const;  // Client or ClientHardware
+  bool has(uint64_t addr, BreakpointOwner owner) const;
   // Only emulated hardware breakpoints of the client there: report the stop as a hardware one.
   bool client_is_hardware(uint64_t addr) const;
   bool empty() const { return table_.empty(); }

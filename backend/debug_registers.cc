@@ -39,6 +39,12 @@ bool DebugRegisters::empty() const {
   return true;
 }
 
+bool DebugRegisters::contains(HwKind kind, uint64_t addr) const {
+  for (const auto& s : slots_)
+    if (s.used && s.kind == kind && s.region == addr) return true;
+  return false;
+}
+
 Result<void> DebugRegisters::insert(HwKind kind, uint64_t addr, uint64_t len) {
   if (kind == HwKind::Execute) len = 1;  // GDB sends the instruction "kind"; DR7 uses len 1
   if (len == 0 || len > 32)

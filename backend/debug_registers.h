@@ -28,6 +28,7 @@ class DebugRegisters {
   Result<void> insert(HwKind kind, uint64_t addr, uint64_t len);
   Result<void> remove(HwKind kind, uint64_t addr, uint64_t len);
   bool empty() const;
+  bool contains(HwKind kind, uint64_t addr) const;  // a region of that kind starts at addr
   void clear() { slots_ = {}; }
 
   uint64_t dr7() const;

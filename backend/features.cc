@@ -13,6 +13,8 @@ Features supported_features(const ProbeReport& probe) {
   f.non_stop = false;
   f.thread_events = false;     // QThreadEvents is not implemented
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
+  f.breakpoint_conditions = true;  // backend/breakpoint_conditions.h, agent_expr.h
+  f.breakpoint_commands = true;
   return f;
 }
 

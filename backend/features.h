@@ -17,6 +17,8 @@ struct Features {
   bool non_stop = false;       // threads stop and resume one by one
   bool thread_events = false;  // thread creation/exit reported
   bool stepbranch = false;     // run a thread to its next taken branch
+  bool breakpoint_conditions = false;  // Z0/Z1 agent-expression conditions evaluated at each hit
+  bool breakpoint_commands = false;    // Z0/Z1 agent-expression commands (dprintf-style agent)
 };
 
 Features supported_features(const ProbeReport& probe);

@@ -363,7 +363,8 @@ void LinuxProcess::start_deferred() {
       continue;
     }
     uint64_t pc = get_pc(t->tid);
-    if (!breakpoints_.contains(pc) || (!step_over_clients_ && breakpoints_.has_client(pc))) {
+    bool passing = pass_once_ == std::pair{t->tid, pc};  // a hit that did not count (conditions)
+    if (!breakpoints_.contains(pc) || (!step_over_clients_ && breakpoints_.has_client(pc) && !passing)) {
       ++it;
       continue;
     }
@@ -379,7 +380,7 @@ void LinuxProcess::start_deferred() {
             deferred_.clear();  // nobody ran: the emulated step alone is the event
             return report(*t, make_event(StopKind::Step, t->tid, SIGTRAP));
           }
-          if (a.kind == ResumeKind::Continue && breakpoints_.has_client(now)) {
+          if (a.kind == ResumeKind::Continue && breakpoints_.has_client(now) && !conditions_.any_at(now)) {
             deferred_.clear();  // the branch led straight onto a client breakpoint
             return report(*t, make_event(StopKind::Breakpoint, t->tid, SIGTRAP));
           }
@@ -673,7 +674,10 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
   if (t.stepping && sb && sb->singleblock) dr6 = DebugRegisters::read_dr6(t.tid);
   // Hardware breakpoints and watchpoints first (DR6 says which slot fired).
   if (auto hit = debug_.take_hit(t.tid)) {
-    if (hit->kind == HwKind::Execute) return report(t, make_event(StopKind::HwBreakpoint, t.tid, SIGTRAP));
+    if (hit->kind == HwKind::Execute) {
+      if (conditions_.any_at(hit->addr) && !client_hit_reported(t, hit->addr, false)) return;
+      return report(t, make_event(StopKind::HwBreakpoint, t.tid, SIGTRAP));
+    }
     return report(t, watch_event(t.tid, WatchHit{hit->kind, hit->addr}));
   }
   bool step_trap = t.stepping && si.si_code > 0 && si.si_code != SI_KERNEL;
@@ -691,6 +695,7 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
     // int3 leaves pc after itself: rewind to the breakpoint address.
     set_pc(t.tid, pc - 1);
     if (!breakpoints_.has_client(pc - 1)) return handle_internal_int3(t, pc - 1);
+    if (conditions_.any_at(pc - 1) && !client_hit_reported(t, pc - 1, true)) return;
     bool hardware = breakpoints_.client_is_hardware(pc - 1);
     return report(t, make_event(hardware ? StopKind::HwBreakpoint : StopKind::Breakpoint, t.tid, SIGTRAP));
   }
@@ -861,6 +866,7 @@ void LinuxProcess::handle_exec() {
   phase_ = Phase::Running;
   LinuxThread& leader = threads_.emplace(pid_, LinuxThread{pid_}).first->second;
   breakpoints_.clear();
+  conditions_.clear();
   code_cache_.clear();
   watch_.forget_code();
   mem_.open(pid_);
@@ -1002,6 +1008,7 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
   chosen_.reset();
   mem_.close();
   breakpoints_.clear();
+  conditions_.clear();
   debug_.clear();
   watch_.clear();
   last_stop_ = std::move(exit_event);

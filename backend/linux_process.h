@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -90,6 +92,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
   Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
   int hardware_slots() const override { return DebugRegisters::kSlots; }
+  bool has_client_breakpoint(BreakpointKind kind, uint64_t addr) const override;
+  Result<void> set_breakpoint_program(BreakpointKind kind, uint64_t addr, BreakpointProgram program) override;
+  std::string take_console_output() override { return std::exchange(console_output_, {}); }
 
   Result<std::vector<uint8_t>> auxv() override;
   Result<std::string> exe_path() override;
@@ -132,6 +137,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
+    return !conditions_.any_at(addr) || hit_counts(t, addr);
+  }
   bool logging() const override { return static_cast<bool>(settings_.log); }
   void log_line(std::string_view line) const override {
     if (settings_.log) settings_.log(line);
@@ -171,6 +179,17 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void stop_all_sync();
   void forget_process(StopEvent exit_event);
 
+  // ---- target-side conditions and commands (linux_process_conditions.cc) ----
+  // t hit the client breakpoint at addr (pc rewound; `int3`: ours, else a debug register):
+  // true when the hit is reported. Otherwise it is already dealt with: passed, or left on the
+  // breakpoint to be hit (and evaluated) again at the next resume while the process stops.
+  Result<void> remove_client_point(BreakpointKind kind, uint64_t addr, uint64_t len);
+  bool client_hit_reported(LinuxThread& t, uint64_t addr, bool int3);
+  // Evaluates the program at addr for t's hit (commands run, output kept): true to report it.
+  bool hit_counts(LinuxThread& t, uint64_t addr);
+  // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
+  void pass_client_breakpoint(LinuxThread& t, uint64_t addr);
+
   // ---- emulated watchpoints ----
   StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
   // A checked step (or a run ahead to the next instruction that needs one) of t.
@@ -201,6 +220,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   RegisterLayout layout_;
   ProcMemory mem_;
   SoftwareBreakpoints breakpoints_;
+  BreakpointConditions conditions_;
+  std::string console_output_;           // breakpoint commands' printf output, not yet taken
+  std::optional<std::pair<pid_t, uint64_t>> pass_once_;  // start_deferred steps over this client int3
   DebugRegisters debug_;
   std::unique_ptr<TraceManager> tracer_;
   BlockCache code_cache_;

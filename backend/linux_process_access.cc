@@ -107,6 +107,14 @@ Result<void> LinuxProcess::insert_breakpoint(BreakpointKind kind, uint64_t addr,
 }
 
 Result<void> LinuxProcess::remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) {
+  auto r = remove_client_point(kind, addr, len);
+  // The conditions and commands go with the client's last breakpoint of that kind there.
+  if (r && (kind == BreakpointKind::Software || kind == BreakpointKind::Hardware) && !has_client_breakpoint(kind, addr))
+    conditions_.erase(addr, kind == BreakpointKind::Hardware);
+  return r;
+}
+
+Result<void> LinuxProcess::remove_client_point(BreakpointKind kind, uint64_t addr, uint64_t len) {
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
   if (kind == BreakpointKind::Software) return breakpoints_.remove(mem_, addr, BreakpointOwner::Client);
   HwKind hk = hw_kind_of(kind);
@@ -117,6 +125,23 @@ Result<void> LinuxProcess::remove_breakpoint(BreakpointKind kind, uint64_t addr,
   }
   if (auto r = debug_.remove(hk, addr, len); !r) return r;
   for (auto& [tid, t] : threads_) (void)debug_.apply(tid);
+  return {};
+}
+
+bool LinuxProcess::has_client_breakpoint(BreakpointKind kind, uint64_t addr) const {
+  if (kind == BreakpointKind::Software) return breakpoints_.has(addr, BreakpointOwner::Client);
+  if (kind != BreakpointKind::Hardware) return false;
+  if (settings_.watch_emulation) return breakpoints_.has(addr, BreakpointOwner::ClientHardware);
+  return debug_.contains(HwKind::Execute, addr);
+}
+
+Result<void> LinuxProcess::set_breakpoint_program(BreakpointKind kind, uint64_t addr, BreakpointProgram program) {
+  if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (kind != BreakpointKind::Software && kind != BreakpointKind::Hardware)
+    return Error{EOPNOTSUPP, "Conditions are evaluated in the server for code breakpoints only."};
+  if (!program.empty() && !has_client_breakpoint(kind, addr))
+    return Error{ENOENT, fmt::format("No breakpoint at {:#x}", addr)};
+  conditions_.set(addr, kind == BreakpointKind::Hardware, std::move(program));
   return {};
 }
 

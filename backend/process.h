@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/breakpoint_conditions.h"
 #include "backend/btrace/tracer.h"
 #include "backend/error.h"
 #include "backend/registers.h"
@@ -177,6 +178,18 @@ class Process {
   virtual Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) = 0;
   virtual int hardware_slots() const = 0;  // 4 on x86
+  // Whether the client has a code breakpoint (Software, Hardware) of that kind at addr: GDB's
+  // Z at such an address only replaces its conditions (gdbserver keeps one breakpoint).
+  virtual bool has_client_breakpoint(BreakpointKind /*kind*/, uint64_t /*addr*/) const { return false; }
+  // Target-side conditions and commands of the client's code breakpoint at addr (after
+  // insert_breakpoint), replacing earlier ones; an empty program makes it plain again. Each hit
+  // is then evaluated in the server: one that does not count (or runs commands) is stepped
+  // over without a stop (backend/breakpoint_conditions.h).
+  virtual Result<void> set_breakpoint_program(BreakpointKind /*kind*/, uint64_t /*addr*/, BreakpointProgram /*p*/) {
+    return Error{EOPNOTSUPP, "Target-side breakpoint conditions are not supported."};
+  }
+  // What breakpoint commands printed (dprintf-style agent) since the last call.
+  virtual std::string take_console_output() { return {}; }
 
   // ---- information ----
   virtual Result<std::vector<uint8_t>> auxv() = 0;

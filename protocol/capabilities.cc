@@ -15,6 +15,8 @@ std::string_view capability_name(Capability c) {
     case Capability::NonStop: return "non-stop";
     case Capability::ThreadEvents: return "thread-events";
     case Capability::StepBranch: return "stepbranch";
+    case Capability::ConditionalBreakpoints: return "conditional-breakpoints";
+    case Capability::BreakpointCommands: return "breakpoint-commands";
     case Capability::Count: break;
   }
   return "?";

@@ -24,6 +24,8 @@ enum class Capability : uint8_t {
   NonStop,         // QNonStop:1 and the asynchronous stop notifications
   ThreadEvents,    // QThreadEvents: thread creation/exit stops
   StepBranch,      // stepbranch, stepbranch:N (branchstub's)
+  ConditionalBreakpoints,  // Z0/Z1 ;X conditions evaluated in the server
+  BreakpointCommands,      // Z0/Z1 ;cmds: run in the server (dprintf-style agent)
   Count
 };
 

@@ -87,6 +87,9 @@ constexpr Row kRows[] = {
     {"QDisableRandomization+", Capability::Base, always, "QDisableRandomization:1"},
     // LLDB reads stop signals as the platform's numbers; say that we send those (lldb-server does).
     {"native-signals+", Capability::Base, [](const Dialect& d) { return d.lldb; }, ""},
+    // Served with the Z0/Z1 packets (their ;X and ;cmds: parts): no packet of their own.
+    {"ConditionalBreakpoints+", Capability::ConditionalBreakpoints, always, ""},
+    {"BreakpointCommands+", Capability::BreakpointCommands, always, ""},
     {"Qbtrace:bts+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
     {"Qbtrace-conf:bts:size+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
     {"Qbtrace:pt+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace server {
@@ -482,7 +483,9 @@ void Server::interrupt() {
 
 void Server::poll_inferior() {
   for (auto* p : processes()) {
-    if (auto event = p->poll_events()) {
+    auto event = p->poll_events();
+    forward_console_output(*p);  // before the stop reply it may precede
+    if (event) {
       on_process_event(p, *event);
       break;  // the process list may have changed
     }
@@ -491,6 +494,18 @@ void Server::poll_inferior() {
   for (auto* p : processes()) wants = wants || (p->alive() && p->running() && p->wants_poll());
   if (wants) asio::post(io_, [this] { poll_inferior(); });
   if (running_process()) arm_poll_timer();
+}
+
+void Server::forward_console_output(backend::Process& p) {
+  std::string text = p.take_console_output();
+  if (text.empty()) return;
+  if (session_ && (session_->waiting() == Waiting::StopReply || session_->waiting() == Waiting::StepBranch)) {
+    session_->send_console(text);  // GDB prints 'O' output while it waits for the stop
+    return;
+  }
+  FILE* out = address_.stdio ? stderr : stdout;  // stdout is the protocol there
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
 }
 
 void Server::on_process_event(backend::Process* p, const backend::StopEvent& event) {

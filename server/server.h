@@ -112,6 +112,9 @@ class Server {
   void start_stdio();
   void watch_sigchld();
   void poll_inferior();
+  // dprintf-style agent output of p's breakpoint commands: to the client as console output
+  // ('O' packets) while it waits for a stop reply, else on the server's stdout as gdbserver.
+  void forward_console_output(backend::Process& p);
   void on_process_event(backend::Process* p, const backend::StopEvent& event);
   backend::Process* running_process();  // a live running one, primary first; null if none
   void arm_poll_timer();

@@ -43,12 +43,36 @@ void log_hw_point(Session& s, bool insert, const InsertBreakpoint& z, const back
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
   if (!p) return no_process(s);
-  auto r = p->insert_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
-  log_hw_point(s, true, z, r);
-  // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
-  // watchpoint and tells reads from writes by the value, as with gdbserver.
-  if (!r && r.error().code == EOPNOTSUPP) return empty();
-  if (!r) return error_reply(s, r.error());
+  auto kind = to_backend(z.type);
+  bool code = z.type == BreakpointType::Software || z.type == BreakpointType::Hardware;
+  bool program = code && (!z.conditions.empty() || z.commands);
+  if (program && !s.server().capabilities().has(Capability::ConditionalBreakpoints))
+    return empty();  // not advertised: GDB evaluates on its side
+  if (z.commands && !s.server().capabilities().has(Capability::BreakpointCommands)) return empty();
+  // GDB re-sends a Z for a breakpoint it keeps inserted when its conditions change: the same
+  // breakpoint with the new conditions (gdbserver keeps one breakpoint per address and kind).
+  // LLDB's Z0s are counted, as lldb-server does.
+  bool again = code && !s.dialect().lldb && p->has_client_breakpoint(kind, z.addr);
+  if (!again) {
+    auto r = p->insert_breakpoint(kind, z.addr, length_of(z.type, z.kind));
+    log_hw_point(s, true, z, r);
+    // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
+    // watchpoint and tells reads from writes by the value, as with gdbserver.
+    if (!r && r.error().code == EOPNOTSUPP) return empty();
+    if (!r) return error_reply(s, r.error());
+  }
+  if (program || again) {
+    backend::BreakpointProgram prog;
+    prog.conditions = z.conditions;
+    if (z.commands) {
+      prog.commands = z.commands->bytecodes;
+      prog.persist = z.commands->persist;
+    }
+    if (auto r = p->set_breakpoint_program(kind, z.addr, std::move(prog)); !r) {
+      if (!again) (void)p->remove_breakpoint(kind, z.addr, length_of(z.type, z.kind));
+      return error_reply(s, r.error());
+    }
+  }
   return ok();
 }
 

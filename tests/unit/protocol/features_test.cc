@@ -107,6 +107,18 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK(has(r2, "qXfer:auxv:read+"));
 }
 
+TEST_CASE("qSupported lists target-side conditions and commands only with their capabilities", "[qsupported]") {
+  Dialect d = negotiate(offer(kGdbOffer));
+  Capabilities s;
+  CHECK_FALSE(has(format_qsupported(s, d), "ConditionalBreakpoints+"));
+  CHECK_FALSE(has(format_qsupported(s, d), "BreakpointCommands+"));
+  s.set(Capability::ConditionalBreakpoints);
+  CHECK(has(format_qsupported(s, d), "ConditionalBreakpoints+"));
+  CHECK_FALSE(has(format_qsupported(s, d), "BreakpointCommands+"));
+  s.set(Capability::BreakpointCommands);
+  CHECK(has(format_qsupported(s, d), "BreakpointCommands+"));
+}
+
 TEST_CASE("a packet without its capability is unknown", "[qsupported]") {
   Capabilities base;  // Base alone
   CHECK(std::holds_alternative<Unknown>(parse_request("stepbranch", base)));

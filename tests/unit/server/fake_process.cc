@@ -257,6 +257,16 @@ Result<void> FakeProcess::insert_breakpoint(backend::BreakpointKind kind, uint64
   journal->push_back("insert_breakpoint");
   breakpoint_calls.push_back(BreakpointCall{true, kind, addr, len});
   if (breakpoint_error) return *breakpoint_error;
+  if (kind == backend::BreakpointKind::Software || kind == backend::BreakpointKind::Hardware)
+    client_breakpoints.insert({kind, addr});
+  return {};
+}
+
+Result<void> FakeProcess::set_breakpoint_program(backend::BreakpointKind kind, uint64_t addr,
+                                                 backend::BreakpointProgram program) {
+  journal->push_back("set_breakpoint_program");
+  program_calls.push_back(ProgramCall{kind, addr, std::move(program)});
+  if (program_error) return *program_error;
   return {};
 }
 
@@ -264,6 +274,7 @@ Result<void> FakeProcess::remove_breakpoint(backend::BreakpointKind kind, uint64
   journal->push_back("remove_breakpoint");
   breakpoint_calls.push_back(BreakpointCall{false, kind, addr, len});
   if (breakpoint_error) return *breakpoint_error;
+  client_breakpoints.erase({kind, addr});
   return {};
 }
 

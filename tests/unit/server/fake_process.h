@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/process.h"
@@ -131,6 +132,18 @@ class FakeProcess : public backend::Process {
   std::vector<backend::ResumePlan> resumes;
   std::vector<std::pair<pid_t, uint32_t>> step_branches;
   std::vector<BreakpointCall> breakpoint_calls;
+  // set_breakpoint_program calls (Z0/Z1 with conditions/commands, or a Z again).
+  struct ProgramCall {
+    backend::BreakpointKind kind{};
+    uint64_t addr = 0;
+    backend::BreakpointProgram program;
+  };
+  std::vector<ProgramCall> program_calls;
+  // Client code breakpoints inserted and not removed (has_client_breakpoint).
+  std::set<std::pair<backend::BreakpointKind, uint64_t>> client_breakpoints;
+  // What take_console_output() hands over next (dprintf output the "engine" produced).
+  std::string console_output;
+  std::optional<backend::Error> program_error;  // set_breakpoint_program fails with it
   std::vector<MemoryWrite> memory_writes;
   std::vector<std::pair<pid_t, backend::RegisterFile>> register_writes;
   std::vector<std::pair<pid_t, backend::RegisterSet>> register_reads;
@@ -175,6 +188,12 @@ class FakeProcess : public backend::Process {
 
   backend::Result<void> insert_breakpoint(backend::BreakpointKind kind, uint64_t addr, uint64_t len) override;
   backend::Result<void> remove_breakpoint(backend::BreakpointKind kind, uint64_t addr, uint64_t len) override;
+  bool has_client_breakpoint(backend::BreakpointKind kind, uint64_t addr) const override {
+    return client_breakpoints.count({kind, addr}) != 0;
+  }
+  backend::Result<void> set_breakpoint_program(backend::BreakpointKind kind, uint64_t addr,
+                                               backend::BreakpointProgram program) override;
+  std::string take_console_output() override { return std::exchange(console_output, {}); }
   int hardware_slots() const override { return slots; }
 
   backend::Result<std::vector<uint8_t>> auxv() override;

@@ -2,6 +2,8 @@
 // what the backend refuses becomes the empty reply (unsupported) or an error.
 #include <catch2/catch.hpp>
 
+#include <csignal>
+
 #include "tests/unit/server/session_harness.h"
 
 using backend::BreakpointKind;
@@ -94,4 +96,96 @@ TEST_CASE("breakpoints: removing from a fork child what forking took out already
   CHECK(h.request("z1,401000,1") == "E.no breakpoint there");  // only the int3 copies went with the fork
   CHECK(c.breakpoint_calls.size() == 2);
   CHECK(parent.breakpoint_calls.empty());
+}
+
+// ---- target-side conditions and commands (ConditionalBreakpoints+, BreakpointCommands+) ----
+
+namespace {
+using Bytes = std::vector<uint8_t>;
+// `const8 1; end` and `const8 0; end`.
+const Bytes kTrue{0x22, 0x01, 0x27};
+const Bytes kFalse{0x22, 0x00, 0x27};
+}  // namespace
+
+TEST_CASE("breakpoints: qSupported advertises conditions and commands") {
+  SessionHarness h;
+  std::string reply = h.gdb_handshake();
+  CHECK(reply.find(";ConditionalBreakpoints+") != std::string::npos);
+  CHECK(reply.find(";BreakpointCommands+") != std::string::npos);
+}
+
+TEST_CASE("breakpoints: Z0 with conditions and commands hands the program to the backend") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.gdb_handshake();
+  CHECK(h.request("Z0,401000,1;X3,220127X3,220027;cmds:1,X3,220127") == "OK");
+  REQUIRE(p.breakpoint_calls.size() == 1);
+  REQUIRE(p.program_calls.size() == 1);
+  const auto& c = p.program_calls[0];
+  CHECK(c.kind == BreakpointKind::Software);
+  CHECK(c.addr == 0x401000);
+  CHECK(c.program.conditions == std::vector<Bytes>{kTrue, kFalse});
+  CHECK(c.program.commands == std::vector<Bytes>{kTrue});
+  CHECK(c.program.persist);
+  // Z1 too; a plain Z0 elsewhere needs no program call.
+  CHECK(h.request("Z1,401010,1;X3,220027") == "OK");
+  CHECK(h.request("Z0,401020,1") == "OK");
+  REQUIRE(p.program_calls.size() == 2);
+  CHECK(p.program_calls[1].kind == BreakpointKind::Hardware);
+  CHECK(p.program_calls[1].program.conditions == std::vector<Bytes>{kFalse});
+  CHECK(p.program_calls[1].program.commands.empty());
+}
+
+TEST_CASE("breakpoints: GDB's Z again at an inserted breakpoint replaces its conditions, inserts nothing") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.gdb_handshake();
+  CHECK(h.request("Z0,401000,1;X3,220127") == "OK");
+  CHECK(h.request("Z0,401000,1;X3,220027") == "OK");
+  CHECK(h.request("Z0,401000,1") == "OK");  // the condition was deleted: plain again
+  CHECK(p.breakpoint_calls == std::vector<BreakpointCall>{{true, BreakpointKind::Software, 0x401000, 1}});
+  REQUIRE(p.program_calls.size() == 3);
+  CHECK(p.program_calls[1].program.conditions == std::vector<Bytes>{kFalse});
+  CHECK(p.program_calls[2].program.empty());
+  // One z removes it.
+  CHECK(h.request("z0,401000,1") == "OK");
+  CHECK_FALSE(p.has_client_breakpoint(BreakpointKind::Software, 0x401000));
+}
+
+TEST_CASE("breakpoints: LLDB's Z0s at one address are counted, as lldb-server does") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.lldb_handshake();
+  CHECK(h.request("Z0,401000,1") == "OK");
+  CHECK(h.request("Z0,401000,1") == "OK");
+  CHECK(p.breakpoint_calls.size() == 2);
+}
+
+TEST_CASE("breakpoints: a program the backend refuses takes the new breakpoint out again") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.gdb_handshake();
+  p.program_error = backend::Error{EIO, "no room"};
+  CHECK(h.request("Z0,401000,1;X3,220127") == "E.no room");
+  CHECK(p.breakpoint_calls == std::vector<BreakpointCall>{{true, BreakpointKind::Software, 0x401000, 1},
+                                                          {false, BreakpointKind::Software, 0x401000, 1}});
+  // Already there before: it stays (only its conditions could not change).
+  p.program_error.reset();
+  CHECK(h.request("Z0,402000,1") == "OK");
+  p.program_error = backend::Error{EIO, "no room"};
+  CHECK(h.request("Z0,402000,1;X3,220127") == "E.no room");
+  CHECK(p.has_client_breakpoint(BreakpointKind::Software, 0x402000));
+}
+
+TEST_CASE("breakpoints: dprintf output reaches GDB as O packets before the stop reply") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  h.gdb_handshake();
+  p.console_output = "x=5\n";
+  p.stop_with(fake::stop_event(backend::StopKind::Breakpoint, 0x64, 0x64, SIGTRAP));
+  auto packets = h.round_trip("vCont;c");
+  REQUIRE(packets.size() == 2);
+  CHECK(packets[0] == "O" + fake::hex("x=5\n"));
+  CHECK(packets[1].rfind("T05", 0) == 0);
+  CHECK(p.console_output.empty());
 }

@@ -4,7 +4,9 @@
 
 #include <sstream>
 
+#include "backend/features.h"
 #include "protocol/packets.h"
+#include "server/capabilities.h"
 #include "protocol/qsupported.h"
 #include "tests/unit/server/session_harness.h"
 
@@ -57,4 +59,22 @@ TEST_CASE("capabilities: every feature advertised to LLDB answers its packet") {
   SessionHarness h;
   h.add_process(0x64);
   check_every_feature(h, SessionHarness::kLldbOffer);
+}
+
+TEST_CASE("capabilities: target-side conditions and commands follow the backend's features") {
+  backend::Features f;
+  auto c = server::derive_capabilities(f);
+  CHECK_FALSE(c.has(protocol::Capability::ConditionalBreakpoints));
+  CHECK_FALSE(c.has(protocol::Capability::BreakpointCommands));
+  f.breakpoint_commands = true;  // commands travel in the conditions' Z packets: not alone
+  c = server::derive_capabilities(f);
+  CHECK_FALSE(c.has(protocol::Capability::BreakpointCommands));
+  f.breakpoint_conditions = true;
+  c = server::derive_capabilities(f);
+  CHECK(c.has(protocol::Capability::ConditionalBreakpoints));
+  CHECK(c.has(protocol::Capability::BreakpointCommands));
+  // What this backend reports on any machine.
+  auto everywhere = backend::supported_features(backend::ProbeReport{});
+  CHECK(everywhere.breakpoint_conditions);
+  CHECK(everywhere.breakpoint_commands);
 }

@@ -25,7 +25,7 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
   CHECK(h.request(SessionHarness::kGdbOffer) ==
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
-        "multiprocess+;fork-events+;vfork-events+;exec-events+;QDisableRandomization+;Qbtrace:bts+;"
+        "multiprocess+;fork-events+;vfork-events+;exec-events+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
         "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;no-resumed+;stepbranch+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
         "qXfer:siginfo:write+;qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;"
@@ -49,7 +49,7 @@ TEST_CASE("session: qSupported from LLDB lists native-signals and no breakpoint 
   CHECK(h.request(SessionHarness::kLldbOffer) ==
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
-        "multiprocess+;fork-events+;vfork-events+;QDisableRandomization+;native-signals+;Qbtrace:bts+;"
+        "multiprocess+;fork-events+;vfork-events+;QDisableRandomization+;native-signals+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
         "Qbtrace-conf:bts:size+;Qbtrace:off+;vContSupported+;stepbranch+;qXfer:features:read+;"
         "qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+;"
         "qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;qXfer:btrace:read+;"
