@@ -599,6 +599,7 @@ constexpr Entry kTable[] = {
     {"qGetTLSAddr:", false, p_tls_address},
     {"vCont", false, p_vcont},
     {"vCtrlC", true, make<VCtrlC>},
+    {"vStopped", true, make<VStopped>, Capability::NonStop},
     {"stepbranch", false, p_stepbranch, Capability::StepBranch},
     {"vKill;", false, p_kill},
     {"vRun;", false, p_vrun},

@@ -113,6 +113,7 @@ class Server {
   void watch_sigchld();
   void poll_inferior();
   void on_process_event(backend::Process* p, const backend::StopEvent& event);
+  void on_non_stop_event(backend::Process* p, const backend::StopEvent& event);
   backend::Process* running_process();  // a live running one, primary first; null if none
   void arm_poll_timer();
   void shut_down_inferior();  // kill if launched, detach if attached

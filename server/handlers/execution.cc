@@ -40,8 +40,9 @@ Reply start_resume(Session& s, Plans plans) {
   for (auto* p : s.server().processes()) p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
   for (const auto& [p, plan] : plans)
     if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
-  s.expect_stop();
+  if (!s.non_stop()) s.expect_stop();  // before polling: the stop may come at once
   s.server().resumed();
+  if (s.non_stop()) return ok();  // the stops follow as %Stop notifications
   return std::nullopt;  // the stop reply follows when the process stops
 }
 
@@ -112,13 +113,32 @@ Reply handle(Session& s, const LegacyResume& r) {
 }
 
 Reply handle(Session& s, const VCtrlC&) {
+  if (s.non_stop()) {
+    // One running thread stops with SIGINT (gdbserver's SIGINT to the process): the first
+    // process that runs, the primary one first.
+    for (auto* p : s.server().processes())
+      if (p->alive() && p->running()) {
+        p->interrupt();
+        s.server().resumed();
+        break;
+      }
+    return ok();
+  }
   s.server().interrupt();
   return ok();
+}
+
+Reply handle(Session& s, const VStopped&) {
+  if (!s.non_stop()) return error_reply(s, EINVAL, "vStopped outside non-stop mode.");
+  auto next = s.notifications().acknowledge();
+  return next ? *next : ok();
 }
 
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
   if (!p) return no_process(s);
+  // Its reply is a stop reply to this very packet, which non-stop has no place for.
+  if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   pid_t tid = s.general_thread();
   if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(s, r.error());
   s.expect_stop(Waiting::StepBranch);
