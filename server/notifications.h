@@ -25,6 +25,8 @@ class StopNotifications {
   std::optional<std::string> restart(std::vector<std::string> replies);
   void clear() { queue_.clear(); }
   size_t size() const { return queue_.size(); }
+  bool empty() const { return queue_.empty(); }
+  const std::string& front() const { return queue_.front(); }  // the one in flight
 
  private:
   std::deque<std::string> queue_;  // front: sent (notification or reply), not acknowledged yet

@@ -90,8 +90,16 @@ void Session::on_packet(const std::string& payload) {
     write_framed(prepared->payload, std::move(prepared->framed));
     read_ahead_after(*read);
   } else {
+    answering_ = true;
     Reply reply = dispatch(request);
+    answering_ = false;
     if (reply) write_packet(*reply);
+    if (notification_due_) {
+      notification_due_ = false;
+      // The first stop queued while answering; unless the reply was that stop itself ('?').
+      if (!notifications_.empty() && !(reply && *reply == notifications_.front()))
+        write_notification(notifications_.front());
+    }
     // An error reply ("Exx") ends a bulk read; hex and long binary replies never look like one.
     if (read && reply && !reply->empty() && reply->front() != 'E') read_ahead_after(*read);
   }
@@ -161,7 +169,9 @@ void Session::on_stop(const backend::StopEvent& event) {
     // a client that knows it (gdbserver's report_no_resumed).
     if (event.kind == backend::StopKind::NoResumed && !dialect_.no_resumed) return;
     std::string reply = stop_reply_for(event);
-    if (notifications_.push(reply)) write_notification(reply);
+    if (!notifications_.push(reply)) return;  // waits for the client's vStopped
+    if (answering_) notification_due_ = true;
+    else write_notification(reply);
     return;
   }
   Waiting why = waiting_;

@@ -110,6 +110,10 @@ class Session {
   bool closed_ = false;
   bool non_stop_ = false;
   bool thread_events_ = false;
+  // A request is being answered: a notification due now goes out after its reply (as
+  // gdbserver's do), never between the request and its reply.
+  bool answering_ = false;
+  bool notification_due_ = false;
   StopNotifications notifications_;
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;

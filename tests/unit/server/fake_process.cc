@@ -125,7 +125,11 @@ Result<void> FakeProcess::resume(const backend::ResumePlan& plan) {
 
 backend::Result<void> FakeProcess::set_non_stop(bool on) {
   journal->push_back("set_non_stop");
-  if (running_) return Error{EBUSY, "running"};
+  if (on && running_) return Error{EBUSY, "running"};
+  if (!on) {  // as the real one: everything stops
+    resumed_.clear();
+    running_ = false;
+  }
   non_stop_ = on;
   return {};
 }
