@@ -182,6 +182,7 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH))
     return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
   std::unique_ptr<LinuxProcess> p(new LinuxProcess(pid, true));
+  p->fresh_attach_ = true;
   int first_signal = 0;
   pid_t first_signal_tid = pid;
   // Threads may be created while we attach: re-scan until no new one shows up.
@@ -304,6 +305,7 @@ bool LinuxProcess::lifted_elsewhere(const LinuxThread& t, uint64_t addr) const {
 // ---------------------------------------------------------------- execution
 
 Result<void> LinuxProcess::resume(const ResumePlan& plan) {
+  fresh_attach_ = false;
   if (!alive_ && exit_unreported_) {  // it exited while paused: that is the event now
     ready_event_ = last_stop_;
     phase_ = Phase::Running;

@@ -79,6 +79,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::vector<StopEvent> stopped_threads() const override;
   bool thread_running(pid_t tid) const override;
   void set_thread_events(bool on) override { thread_events_ = on; }
+  void hold_attach_stops() override;
 
   Result<void> detach() override;
   Result<void> kill() override;
@@ -251,6 +252,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   pid_t step_over_tid_ = 0;                // the thread stepping over a lifted int3 (0: none)
   std::vector<pid_t> step_over_paused_;    // the threads paused for it
   bool resumed_thread_gone_ = false;       // a resumed thread exited unreported: maybe 'N'
+  bool fresh_attach_ = false;              // attached and never resumed since (set_non_stop)
 };
 
 }  // namespace backend

@@ -167,6 +167,9 @@ class Process {
   virtual bool thread_running(pid_t tid) const = 0;
   // Report thread creation (the new thread stays stopped) and thread exits (QThreadEvents).
   virtual void set_thread_events(bool on) = 0;
+  // Non-stop attach, as gdbserver: the threads (stopped by the attach) count as running for
+  // the client until it stops them (vCont;t), each then reported with signal 0.
+  virtual void hold_attach_stops() = 0;
 
   virtual Result<void> detach() = 0;   // removes our breakpoints, restores, detaches all threads
   virtual Result<void> kill() = 0;     // SIGKILL and reap; no stop event after this

@@ -48,6 +48,13 @@ Result<void> LinuxProcess::set_non_stop(bool on) {
   }
   if (alive_)
     if (LinuxThread* t = find(last_stop_.tid)) t->last_event = last_stop_;
+  if (on && fresh_attach_ && alive_) {
+    // Attached before the client came (--attach), as gdbserver: the thread of the attach stop
+    // is reported, the others count as running until the client stops them (vCont;t).
+    for (auto& [tid, t] : threads_)
+      if (tid != last_stop_.tid && !t.zombie) t.resumed = true;
+    phase_ = Phase::Running;
+  }
   log("process {}: {} mode", pid_, on ? "non-stop" : "all-stop");
   return {};
 }
@@ -62,6 +69,13 @@ std::vector<StopEvent> LinuxProcess::stopped_threads() const {
     out.push_back(t.last_event ? *t.last_event : make_event(StopKind::Signal, tid, 0));
   }
   return out;
+}
+
+void LinuxProcess::hold_attach_stops() {
+  if (!non_stop_ || !alive_) return;
+  for (auto& [tid, t] : threads_)
+    if (!t.zombie) t.resumed = true;  // stopped (not running): request_stop() reports at once
+  phase_ = Phase::Running;
 }
 
 bool LinuxProcess::thread_running(pid_t tid) const {

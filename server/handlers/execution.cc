@@ -239,6 +239,15 @@ Reply handle(Session& s, const VAttach& a) {
   if (s.server().process_for(a.pid)) return error_reply(s, EBUSY, "Already debugging that process.");
   s.server().forget_dead_processes();
   if (auto r = s.server().attach(a.pid); !r) return error_reply(s, r.error());
+  if (s.non_stop()) {
+    // gdbserver's non-stop attach: OK, and each thread's stop only when GDB stops it (vCont;t).
+    auto* p = s.server().process_for(a.pid);
+    if (!p) return no_process(s);
+    p->hold_attach_stops();
+    s.select_process(p->pid());
+    s.server().resumed();
+    return ok();
+  }
   return reply_for_new_process(s, a.pid);
 }
 

@@ -165,6 +165,9 @@ class FakeProcess : public backend::Process {
   std::vector<backend::StopEvent> stopped_threads() const override;
   bool thread_running(pid_t tid) const override { return non_stop_ ? resumed_.count(tid) != 0 : running_; }
   void set_thread_events(bool on) override { thread_events.push_back(on); }
+  void hold_attach_stops() override {
+    if (non_stop_) resumed_.insert(order_.begin(), order_.end());
+  }
   std::vector<bool> thread_events;                       // every set_thread_events()
   const std::set<pid_t>& resumed_threads() const { return resumed_; }
   backend::Result<void> detach() override;
