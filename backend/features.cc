@@ -10,8 +10,8 @@ Features supported_features(const ProbeReport& probe) {
   f.fork_events = true;
   f.exec_events = true;
   f.no_resumed = true;
-  f.non_stop = false;
-  f.thread_events = false;     // QThreadEvents is not implemented
+  f.non_stop = true;           // per-thread stops and resumes (thread_stops.cc)
+  f.thread_events = true;      // thread creation / exit stops (QThreadEvents)
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
   f.breakpoint_conditions = true;  // backend/breakpoint_conditions.h, agent_expr.h
   f.breakpoint_commands = true;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -76,6 +77,8 @@ const char* kind_name(StopKind kind) {
     case StopKind::SyscallEntry: return "syscall entry";
     case StopKind::SyscallReturn: return "syscall return";
     case StopKind::NoResumed: return "no resumed";
+    case StopKind::ThreadCreated: return "thread created";
+    case StopKind::ThreadExited: return "thread exited";
   }
   return "?";
 }
@@ -179,6 +182,7 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::attach_process(pid_t pid) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH))
     return Error{ESRCH, fmt::format("Cannot attach to process {}: No such process.", pid)};
   std::unique_ptr<LinuxProcess> p(new LinuxProcess(pid, true));
+  p->fresh_attach_ = true;
   int first_signal = 0;
   pid_t first_signal_tid = pid;
   // Threads may be created while we attach: re-scan until no new one shows up.
@@ -301,12 +305,14 @@ bool LinuxProcess::lifted_elsewhere(const LinuxThread& t, uint64_t addr) const {
 // ---------------------------------------------------------------- execution
 
 Result<void> LinuxProcess::resume(const ResumePlan& plan) {
+  fresh_attach_ = false;
   if (!alive_ && exit_unreported_) {  // it exited while paused: that is the event now
     ready_event_ = last_stop_;
     phase_ = Phase::Running;
     return {};
   }
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (non_stop_) return resume_non_stop(plan);
   if (phase_ != Phase::Stopped) return Error{EBUSY, "The process is already running."};
 
   std::map<pid_t, ResumeAction> actions;
@@ -376,13 +382,18 @@ void LinuxProcess::start_deferred() {
           stepper_.flow_done(*t, *insn->second, *out);
           const ResumeAction& a = it->second;
           uint64_t now = out->next_pc;
-          if (step_ends_action(a, now)) {
-            deferred_.clear();  // nobody ran: the emulated step alone is the event
-            return report(*t, make_event(StopKind::Step, t->tid, SIGTRAP));
-          }
-          if (a.kind == ResumeKind::Continue && breakpoints_.has_client(now) && !conditions_.any_at(now)) {
-            deferred_.clear();  // the branch led straight onto a client breakpoint
-            return report(*t, make_event(StopKind::Breakpoint, t->tid, SIGTRAP));
+          bool step_done = step_ends_action(a, now);
+          if (step_done || (a.kind == ResumeKind::Continue && breakpoints_.has_client(now) && !conditions_.any_at(now))) {
+            StopEvent ev = make_event(step_done ? StopKind::Step : StopKind::Breakpoint, t->tid, SIGTRAP);
+            if (non_stop_) {  // this thread's event; the others start all the same
+              it = deferred_.erase(it);
+              report(*t, ev);
+              continue;
+            }
+            // All-stop: nobody ran; the emulated step (or the branch straight onto a client
+            // breakpoint) alone is the event.
+            deferred_.clear();
+            return report(*t, ev);
           }
           if (++emulations < 4096) continue;  // same thread again: its new pc may hold an int3 too
           pc = now;
@@ -391,7 +402,14 @@ void LinuxProcess::start_deferred() {
     }
     t->action.signo = 0;  // the signal goes with the step-over
     deferred_.erase(it);
-    if (!breakpoints_.lift(mem_, pc)) continue;
+    if (non_stop_) begin_step_over(*t);  // the running threads must not pass the lifted int3
+    if (!breakpoints_.lift(mem_, pc)) {
+      if (non_stop_) {
+        step_over_tid_ = 0;
+        resume_paused(std::exchange(step_over_paused_, {}));
+      }
+      continue;
+    }
     set_mode(*t, run::StepOver{pc});
     resume_thread(*t, signo);
     return;
@@ -415,6 +433,11 @@ void LinuxProcess::start_deferred() {
 // reported instead: whatever the mode meant to do next comes after it.
 void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   if (stopping()) return;  // everybody is being stopped for a reported event: stay stopped
+  if (non_stop_) {
+    if (!t.resumed || t.paused) return;  // the client's stopped threads never run
+    // A stop the client asked for: here, between two pieces of internal work, is a clean place.
+    if (t.stop_requested) return report(t, make_event(StopKind::Signal, t.tid, t.stop_signal));
+  }
   if (t.watch_hit) return report(t, watch_event(t.tid, *t.watch_hit));
   if (watch_stepping() && !t.overlaid() &&
       (t.in<run::Traced>() || (t.in<run::Normal>() && t.action.kind == ResumeKind::Continue))) {
@@ -461,6 +484,7 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     log("thread {}: {} (signal {}), mode {}", t.tid, request_name(request), signo, mode_name(t.mode));
   t.stepping = request == PTRACE_SINGLESTEP || request == kPtraceSingleblock;
   t.running = true;
+  t.request = request;
 }
 
 // A step of the client's action ended at pc: is the action done? A step is; a range step when
@@ -487,6 +511,7 @@ void LinuxProcess::proceed(LinuxThread& t) {
 
 Result<void> LinuxProcess::step_branch(pid_t tid, uint32_t count) {
   if (!alive_) return Error{ESRCH, "The process is not being debugged."};
+  if (non_stop_) return Error{EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off)."};
   if (phase_ != Phase::Stopped) return Error{EBUSY, "The process is already running."};
   LinuxThread* t = find(tid);
   if (!t) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
@@ -506,6 +531,21 @@ Result<void> LinuxProcess::step_branch(pid_t tid, uint32_t count) {
 }
 
 void LinuxProcess::interrupt() {
+  if (non_stop_) {
+    // vCtrlC: one running thread (the leader if it runs) stops with SIGINT, as gdbserver's
+    // SIGINT to the process stops the thread that takes it.
+    LinuxThread* target = find(pid_);
+    if (!target || !target->resumed || target->zombie) {
+      target = nullptr;
+      for (auto& [tid, t] : threads_)
+        if (t.resumed && !t.zombie) {
+          target = &t;
+          break;
+        }
+    }
+    if (target) request_stop(*target, SIGINT);
+    return;
+  }
   if (!alive_ || phase_ != Phase::Running || ready_event_) return;
   // A SIGSTOP of ours, reported as SIGINT: nothing stale is left to deliver afterwards.
   LinuxThread* target = find(pid_);
@@ -540,6 +580,7 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   wants_poll_ = false;
   if (ready_event_) return finish(*ready_event_);
   if (!alive_) return std::nullopt;
+  if (!stashed_.empty()) handle_stashed();
 
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
   // A traced run can produce statuses forever: hand back to the loop after a bounded slice.
@@ -580,7 +621,21 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
     }
     break;
   }
-  if (!alive_) return finish(last_stop_);  // forget_process() put the exit event there
+  if (!alive_) {
+    ns_events_.clear();  // their threads are gone with the process
+    return finish(last_stop_);  // forget_process() put the exit event there
+  }
+  if (non_stop_) {
+    if (handled == 0) {
+      LinuxThread* leader = find(pid_);
+      auto now = std::chrono::steady_clock::now();
+      if (leader && leader->running && now >= next_zombie_check_) {
+        next_zombie_check_ = now + std::chrono::milliseconds(20);
+        (void)leader_is_zombie(*leader);
+      }
+    }
+    return next_non_stop_event();
+  }
   if (phase_ == Phase::Running && handled == 0) {
     // A running leader that called pthread_exit becomes a zombie without any wait status;
     // look for it now and then (not on every poll: it costs a /proc read).
@@ -618,6 +673,8 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
       interrupt_requested_ = false;
       return report(*t, make_event(StopKind::Signal, t->tid, SIGINT));
     }
+    if (non_stop_ && t->stop_requested && !stopping())
+      return report(*t, make_event(StopKind::Signal, t->tid, t->stop_signal));
     if (!stopping()) resume_thread(*t, 0);  // a leftover stop of ours: carry on in the same mode
     return;
   }
@@ -635,12 +692,7 @@ void LinuxProcess::handle_exit(LinuxThread& t, int status) {
     exit_unreported_ = true;
     return;
   }
-  stepper_.arm(t, 0);
-  if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
-  if (auto* over = std::get_if<run::StepOver>(&t.mode)) (void)breakpoints_.lower(mem_, over->addr);
-  tracer_->thread_exited(tid);
-  deferred_.erase(tid);
-  threads_.erase(tid);
+  thread_exited(t, status);
 }
 
 void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
@@ -769,12 +821,18 @@ void LinuxProcess::handle_step_done(LinuxThread& t, int si_code, std::optional<u
     (void)breakpoints_.lower(mem_, over->addr);
     set_mode(t, run::Normal{});
     if (step_ends_action(t.action, pc)) {
+      if (non_stop_) {  // this thread's event; the paused and waiting ones go on
+        step_over_tid_ = 0;
+        report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
+        return end_step_over();
+      }
       deferred_.clear();  // the others never ran: the step alone is the event
       return report(t, make_event(StopKind::Step, t.tid, SIGTRAP));
     }
     ResumeAction next = t.action;
     next.signo = 0;
     deferred_[t.tid] = next;
+    if (non_stop_) return end_step_over();  // resumes the paused ones, then start_deferred
     if (!stopping()) start_deferred();
     return;
   }
@@ -802,9 +860,17 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
       (void)debug_.apply(child);
       LinuxThread& nt = threads_.emplace(child, LinuxThread{child}).first->second;
       nt.action = ResumeAction{};  // new threads continue
+      nt.resumed = non_stop_;           // running as its parent, for the client too
       tracer_->thread_created(child);  // coverage traces new threads from their first instruction
-      if (!deferred_.empty()) deferred_[child] = ResumeAction{};
-      else if (keep_going) stepper_.continue_traced(nt, 0);  // traced (coverage) or plain
+      if (thread_events_) {
+        // QThreadEvents: the new thread stays stopped and is reported (all-stop: like any event).
+        nt.resumed = true;
+        report(nt, make_event(StopKind::ThreadCreated, child, SIGTRAP));
+      } else if (!deferred_.empty() || step_over_tid_) {
+        deferred_[child] = ResumeAction{};
+      } else if (keep_going) {
+        stepper_.continue_traced(nt, 0);  // traced (coverage) or plain
+      }
       break;
     }
     case PTRACE_EVENT_FORK:
@@ -819,7 +885,7 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
     default:
       break;
   }
-  if (keep_going) resume_thread(t, 0);  // it was running (maybe stepping over): carry on
+  if (keep_going && !stopping()) resume_thread(t, 0);  // it was running (maybe stepping over): carry on
 }
 
 void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
@@ -849,6 +915,8 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
   p->threads_.emplace(child, LinuxThread{child});
   p->last_stop_ = p->make_event(StopKind::Signal, child, SIGTRAP);
   p->configure(settings_);
+  if (non_stop_) (void)p->set_non_stop(true);  // a child of a non-stop session is non-stop too
+  p->thread_events_ = thread_events_;
   fork_children_.push_back(std::move(p));
   StopEvent ev = make_event(event == PTRACE_EVENT_FORK ? StopKind::Fork : StopKind::VFork, t.tid, SIGTRAP);
   ev.child_pid = child;
@@ -864,7 +932,13 @@ void LinuxProcess::handle_exec() {
   deferred_.clear();
   chosen_.reset();
   phase_ = Phase::Running;
+  // Non-stop: the other threads are gone, with their unreported events and any pause.
+  ns_events_.clear();
+  stashed_.clear();
+  step_over_tid_ = 0;
+  step_over_paused_.clear();
   LinuxThread& leader = threads_.emplace(pid_, LinuxThread{pid_}).first->second;
+  leader.resumed = non_stop_;
   breakpoints_.clear();
   conditions_.clear();
   code_cache_.clear();
@@ -938,6 +1012,7 @@ void LinuxProcess::report(LinuxThread& t, StopEvent ev) {
     t.pending = std::move(ev);
     return;
   }
+  if (non_stop_) return report_non_stop(t, std::move(ev));
   log("thread {}: {} (signal {}): stopping the others", t.tid, kind_name(ev.kind), ev.signo);
   chosen_ = std::move(ev);
   phase_ = Phase::Stopping;

@@ -1,4 +1,4 @@
-// backend::Process on Linux x86-64 with ptrace (all-stop).
+// backend::Process on Linux x86-64 with ptrace, all-stop or non-stop.
 //
 // Every wait status goes through one dispatcher, handle_stop(), which finishes internal work
 // there (stepping over a breakpoint, range stepping, suppressing our own SIGSTOPs, passing
@@ -6,6 +6,10 @@
 // resumes the thread; only a client-visible event stops the whole process: the process then
 // is Stopping (the other threads get a SIGSTOP that is swallowed) until every thread is
 // stopped, and poll_events() returns the event.
+//
+// Non-stop (thread_stops.cc) keeps the same dispatcher: report() stops the event's thread
+// alone and queues the event; a resume names threads while others run; threads are paused
+// only for an instant (a multi-byte write, debug registers, a step-over with an int3 lifted).
 //
 // A thread's run mode (linux_thread.h) says how it is resumed (resume_thread) and what its
 // next stop means; software tracing and stepbranch live in BranchStepper (branch_stepper.h),
@@ -15,6 +19,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,7 +64,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   Result<void> resume(const ResumePlan& plan) override;
   void interrupt() override;
   std::optional<StopEvent> poll_events() override;
-  bool running() const override { return phase_ != Phase::Stopped; }
+  bool running() const override;
   bool wants_poll() const override { return wants_poll_; }
   Result<void> step_branch(pid_t tid, uint32_t count) override;
 
@@ -69,6 +74,14 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   }
   std::vector<std::unique_ptr<Process>> take_fork_children() override;
   void pause() override { stop_all_sync(); }
+
+  // ---- non-stop (thread_stops.cc) ----
+  Result<void> set_non_stop(bool on) override;
+  bool non_stop() const override { return non_stop_; }
+  std::vector<StopEvent> stopped_threads() const override;
+  bool thread_running(pid_t tid) const override;
+  void set_thread_events(bool on) override { thread_events_ = on; }
+  void hold_attach_stops() override;
 
   Result<void> detach() override;
   Result<void> kill() override;
@@ -189,6 +202,24 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool hit_counts(LinuxThread& t, uint64_t addr);
   // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
   void pass_client_breakpoint(LinuxThread& t, uint64_t addr);
+  // ---- non-stop (thread_stops.cc) ----
+  Result<void> resume_non_stop(const ResumePlan& plan);
+  // vCont;t / vCtrlC: the thread stops at the next chance, reported with `signo`.
+  void request_stop(LinuxThread& t, int signo);
+  // report() in non-stop: t alone stops, its event is queued for poll_events().
+  void report_non_stop(LinuxThread& t, StopEvent ev);
+  void settle_thread(LinuxThread& t);
+  // Stops every running thread (but `except`) for an instant; statuses that are not our
+  // SIGSTOP are kept for the next poll. Returns the threads paused, for resume_paused().
+  std::vector<pid_t> pause_running(pid_t except = 0);
+  void resume_paused(const std::vector<pid_t>& tids);
+  // A step-over (int3 lifted) in non-stop runs with the other threads paused.
+  void begin_step_over(LinuxThread& t);
+  void end_step_over();
+  void handle_stashed();
+  // poll_events() in non-stop, after the wait statuses were handled.
+  std::optional<StopEvent> next_non_stop_event();
+  void thread_exited(LinuxThread& t, int status);  // a thread other than the leader exited
 
   // ---- emulated watchpoints ----
   StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
@@ -234,6 +265,15 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::chrono::steady_clock::time_point next_zombie_check_{};
   uint64_t ptrace_stops_ = 0;
   uint64_t watch_runs_ahead_ = 0;
+  // ---- non-stop ----
+  bool non_stop_ = false;
+  bool thread_events_ = false;
+  std::deque<StopEvent> ns_events_;        // reported, not yet returned by poll_events()
+  std::vector<std::pair<pid_t, int>> stashed_;  // wait statuses read while pausing threads
+  pid_t step_over_tid_ = 0;                // the thread stepping over a lifted int3 (0: none)
+  std::vector<pid_t> step_over_paused_;    // the threads paused for it
+  bool resumed_thread_gone_ = false;       // a resumed thread exited unreported: maybe 'N'
+  bool fresh_attach_ = false;              // attached and never resumed since (set_non_stop)
 };
 
 }  // namespace backend

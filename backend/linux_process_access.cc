@@ -34,6 +34,7 @@ Result<void> LinuxProcess::set_siginfo(pid_t tid, std::span<const uint8_t> info)
 
 Result<RegisterFile> LinuxProcess::read_registers(pid_t tid, RegisterSet set) {
   if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  if (non_stop_ && thread_running(tid)) return Error{EBUSY, fmt::format("Thread {} is running.", tid)};
   std::string err;
   auto f = RegisterAccess::read(tid, layout_, &err, set);
   if (!f) return Error{errno ? errno : EIO, err};
@@ -42,6 +43,7 @@ Result<RegisterFile> LinuxProcess::read_registers(pid_t tid, RegisterSet set) {
 
 Result<void> LinuxProcess::write_registers(pid_t tid, const RegisterFile& regs) {
   if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
+  if (non_stop_ && thread_running(tid)) return Error{EBUSY, fmt::format("Thread {} is running.", tid)};
   std::string err;
   if (!RegisterAccess::write(tid, layout_, regs, &err)) return Error{errno ? errno : EIO, err};
   return {};
@@ -63,7 +65,13 @@ Result<size_t> LinuxProcess::write_memory(uint64_t addr, std::span<const uint8_t
   breakpoints_.shadow_write(addr, copy);  // keeps our int3s, remembers the new originals
   code_cache_.invalidate(addr, copy.size());
   watch_.invalidate_code(addr, copy.size());
-  return mem_.write(addr, copy);
+  // Non-stop: a running thread must never execute half-written code; one byte is written at
+  // once, more with the running threads paused for the instant of the write.
+  if (!non_stop_ || copy.size() <= 1) return mem_.write(addr, copy);
+  std::vector<pid_t> paused = pause_running();
+  auto n = mem_.write(addr, copy);
+  resume_paused(paused);
+  return n;
 }
 
 // ---------------------------------------------------------------- breakpoints
@@ -96,6 +104,13 @@ Result<void> LinuxProcess::insert_breakpoint(BreakpointKind kind, uint64_t addr,
   // DR7 watches reads only together with writes: a read watchpoint would report writes too.
   if (hk == HwKind::Read)
     return Error{EOPNOTSUPP, "Read watchpoints are not supported by the debug registers (use awatch)."};
+  // Debug registers are written per thread with ptrace: running threads are paused meanwhile.
+  std::vector<pid_t> paused = non_stop_ ? pause_running() : std::vector<pid_t>{};
+  struct Resume {
+    LinuxProcess* p;
+    std::vector<pid_t>& tids;
+    ~Resume() { p->resume_paused(tids); }
+  } resume_after{this, paused};
   if (auto r = debug_.insert(hk, addr, len); !r) return r;
   for (auto& [tid, t] : threads_)
     if (auto r = debug_.apply(tid); !r) {
@@ -123,8 +138,13 @@ Result<void> LinuxProcess::remove_client_point(BreakpointKind kind, uint64_t add
     if (hk == HwKind::Execute) return breakpoints_.remove(mem_, addr, BreakpointOwner::ClientHardware);
     return {};
   }
-  if (auto r = debug_.remove(hk, addr, len); !r) return r;
+  std::vector<pid_t> paused = non_stop_ ? pause_running() : std::vector<pid_t>{};
+  if (auto r = debug_.remove(hk, addr, len); !r) {
+    resume_paused(paused);
+    return r;
+  }
   for (auto& [tid, t] : threads_) (void)debug_.apply(tid);
+  resume_paused(paused);
   return {};
 }
 

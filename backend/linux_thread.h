@@ -97,6 +97,18 @@ struct LinuxThread {
   // Syscall catching: between an entry stop and its exit stop, and the syscall's number.
   bool in_syscall = false;
   int syscall_nr = -1;
+  // Non-stop (unused in all-stop): the client resumed it and was not told of a stop since;
+  // a stop it asked for (vCont;t: signal 0, vCtrlC: SIGINT) to report at the next chance;
+  // stopped by us for an instant (a memory write, another thread's step-over), to be resumed
+  // with the ptrace request of its last resume; its wait status read while pausing it, not
+  // yet handled; and the stop it was last reported in ('?').
+  bool resumed = false;
+  bool stop_requested = false;
+  int stop_signal = 0;
+  bool paused = false;
+  bool stashed = false;
+  long request = 0;
+  std::optional<StopEvent> last_event;
 
   template <typename M>
   bool in() const { return std::holds_alternative<M>(mode); }

@@ -1,5 +1,6 @@
-// A traced Linux process (all-stop): launch/attach, threads, resume, stop events, registers,
-// memory, breakpoints. Knows nothing of packets. Every call must come from the thread that
+// A traced Linux process: launch/attach, threads, resume, stop events, registers, memory,
+// breakpoints; all-stop (the default: any event stops every thread) or non-stop (an event
+// stops its thread only, see set_non_stop). Knows nothing of packets. Every call must come from the thread that
 // created the Process (ptrace rule); the server runs one io_context on one thread.
 #pragma once
 
@@ -47,6 +48,9 @@ enum class StopKind {
   Fork, VFork, VForkDone, Exec,
   SyscallEntry, SyscallReturn,
   NoResumed,     // every thread the client resumed is gone (exited) and nothing else happened
+  // Thread events (set_thread_events): a new thread, stopped before its first instruction,
+  // and a thread (not the last) that exited: exit_status.
+  ThreadCreated, ThreadExited,
 };
 
 enum class WatchType { Write, Read, Access };
@@ -149,6 +153,24 @@ class Process {
   virtual bool wants_poll() const { return false; }
   // stepbranch on one thread (others stay stopped); result comes through poll_events().
   virtual Result<void> step_branch(pid_t tid, uint32_t count) = 0;
+
+  // ---- non-stop ----
+  // Non-stop: resume() resumes the threads the plan names (or, with `others`, every stopped
+  // thread) and leaves the running ones alone; a Stop action stops a running thread (reported
+  // as signal 0); every event stops its thread only and poll_events() returns the events one
+  // by one; interrupt() stops one thread with SIGINT. Switched only while nothing runs.
+  virtual Result<void> set_non_stop(bool on) = 0;
+  virtual bool non_stop() const = 0;
+  // The threads stopped now, each with the stop it is in (its last reported event, signal 0
+  // if none): what '?' lists in non-stop. All-stop: last_stop() alone unless running.
+  virtual std::vector<StopEvent> stopped_threads() const = 0;
+  // Whether tid runs (non-stop: resumed by the client and not stopped since).
+  virtual bool thread_running(pid_t tid) const = 0;
+  // Report thread creation (the new thread stays stopped) and thread exits (QThreadEvents).
+  virtual void set_thread_events(bool on) = 0;
+  // Non-stop attach, as gdbserver: the threads (stopped by the attach) count as running for
+  // the client until it stops them (vCont;t), each then reported with signal 0.
+  virtual void hold_attach_stops() = 0;
 
   virtual Result<void> detach() = 0;   // removes our breakpoints, restores, detaches all threads
   virtual Result<void> kill() = 0;     // SIGKILL and reap; no stop event after this

@@ -613,6 +613,7 @@ constexpr Entry kTable[] = {
     {"qGetTLSAddr:", false, p_tls_address},
     {"vCont", false, p_vcont},
     {"vCtrlC", true, make<VCtrlC>},
+    {"vStopped", true, make<VStopped>, Capability::NonStop},
     {"stepbranch", false, p_stepbranch, Capability::StepBranch},
     {"Qbranchstub:stepbranch-next:", false, p_stepbranch_next, Capability::StepBranch},
     {"qbranchstub:stepbranch-last", true, make<StepBranchLast>, Capability::StepBranch},

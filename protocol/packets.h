@@ -65,6 +65,7 @@ struct VContQuery {};                                             // vCont?
 struct VCont { std::vector<ResumeAction> actions; };              // vCont;...
 struct LegacyResume { ResumeAction action; std::optional<uint64_t> addr; };  // c/C/s/S
 struct VCtrlC {};                                                 // vCtrlC
+struct VStopped {};                                               // vStopped (non-stop: next queued stop)
 struct StepBranch { uint32_t count = 1; };                        // stepbranch[:N]
 // Qbranchstub:stepbranch-next:<thread-id>,<N>: the client's next single step of that thread
 // runs it to its N-th next taken branch instead (so the client performs, and reports, the
@@ -141,8 +142,8 @@ using Request = std::variant<
     QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
     SetCatchSyscalls, SetThreadEvents, Monitor, GetTlsAddress, ReadRegisters, WriteRegisters, ReadRegister,
-    WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, StepBranch, StepBranchNext,
-    StepBranchLast, Kill,
+    WriteRegister, ReadMemory, WriteMemory, VContQuery, VCont, LegacyResume, VCtrlC, VStopped, StepBranch,
+    StepBranchNext, StepBranchLast, Kill,
     Detach, VRun, VAttach, InsertBreakpoint, RemoveBreakpoint, XferRead, FileSetFs, FileOpen,
     Restart, XferWrite,
     FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink, BtraceEnable, BtraceConf,

@@ -62,6 +62,9 @@ void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
     case StopReason::SyscallReturn:
       out += "syscall_return:" + hex_u64(static_cast<uint32_t>(stop.syscall_no)) + ";";
       break;
+    case StopReason::ThreadCreated:
+      out += "create:;";
+      break;
     case StopReason::Signal:
     case StopReason::SingleStep:
       break;
@@ -176,6 +179,12 @@ std::string format_exit_reply(const ExitReply& exit, const Dialect& d) {
                                    : fmt::format("W{:02x}", static_cast<uint8_t>(exit.status & 0xff));
   if (d.multiprocess) out += ";process:" + hex_u64(static_cast<uint32_t>(exit.pid));
   return out;
+}
+
+std::string format_thread_exit_reply(const ThreadExitReply& exit, const Dialect& d) {
+  // gdbserver writes the status without padding ("w0;p9c4.9fb").
+  return fmt::format("w{:x};", static_cast<uint8_t>(exit.status & 0xff)) +
+         format_thread_id(exit.pid, exit.tid, d.multiprocess);
 }
 
 std::string error_code(int err) { return fmt::format("E{:02x}", static_cast<uint8_t>(err & 0xff)); }

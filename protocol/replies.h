@@ -35,6 +35,7 @@ enum class StopReason {
   SingleStep,   // step / range step / stepbranch finished (LLDB reason:trace)
   Fork, VFork, VForkDone, Exec,
   SyscallEntry, SyscallReturn,
+  ThreadCreated,  // QThreadEvents: a new thread, stopped at its first instruction ("create:;")
 };
 
 // One stop, in terms the wire understands (signal already in GDB numbering).
@@ -58,6 +59,8 @@ struct StopReply {
 };
 
 struct ExitReply { int pid = 0; int status = 0; bool signalled = false; int gdb_signal = 0; };
+// QThreadEvents: one thread (not the process) exited: "w<status>;<thread-id>".
+struct ThreadExitReply { int pid = 0; int tid = 0; int status = 0; };
 
 std::string format_stop_reply(const StopReply& stop, const Dialect& dialect);
 // LLDB's stop reason word for a stop ("breakpoint", "watchpoint", "trace", "signal").
@@ -67,6 +70,9 @@ const char* lldb_reason(StopReason reason);
 // (Send it binary-escaped.)
 std::string threads_info_json(const std::vector<StopReply>& threads);
 std::string format_exit_reply(const ExitReply& exit, const Dialect& dialect);
+std::string format_thread_exit_reply(const ThreadExitReply& exit, const Dialect& dialect);
+// Non-stop: 'N' (every resumed thread is gone) as a stop reply or in a %Stop notification.
+inline std::string no_resumed_reply() { return "N"; }
 
 // Helpers for common replies.
 inline std::string ok() { return "OK"; }

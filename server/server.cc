@@ -174,6 +174,8 @@ std::chrono::microseconds Server::busy_poll() const {
 
 void Server::add_process(std::unique_ptr<backend::Process> p) {
   p->configure(process_settings());
+  if (session_ && session_->non_stop()) (void)p->set_non_stop(true);  // stopped: cannot fail
+  if (session_ && session_->thread_events()) p->set_thread_events(true);
   last_event_ = p->last_stop();
   processes_.add(std::move(p));
 }
@@ -380,6 +382,11 @@ void Server::session_closed(Session* session) {
     finish(0);
     return;
   }
+  for (auto* p : processes_.all()) {
+    // Non-stop ends with its client: every thread stops (the next client may be all-stop).
+    if (p->alive() && p->non_stop()) (void)p->set_non_stop(false);
+    p->set_thread_events(false);
+  }
   for (auto* p : processes())
     if (p->alive() && p->running()) p->interrupt();  // keep it stopped for the next client
   log_.notice("Remote side has terminated connection.  branchstub will reopen the connection.");
@@ -477,6 +484,10 @@ void Server::interrupt() {
   // resumes at once): gdbserver's real SIGINT would then wait in the program and stop the
   // next resume; ours waits here and does the same. One running process is enough to stop:
   // the others are paused when its stop comes.
+  if (session_ && session_->non_stop()) {  // a stop of one thread, nothing left pending
+    if (auto* p = running_process()) p->interrupt();
+    return;
+  }
   interrupt_pending_ = true;
   if (auto* p = running_process()) p->interrupt();
 }
@@ -512,6 +523,8 @@ void Server::on_process_event(backend::Process* p, const backend::StopEvent& eve
   // Fork children it reported are processes of ours from now on, held until the client names
   // or detaches them.
   for (auto& child : p->take_fork_children()) processes_.add_fork_child(std::move(child), p->pid());
+  bool non_stop = session_ && session_->non_stop();
+  if (non_stop) return on_non_stop_event(p, event);
   if (event.kind == backend::StopKind::NoResumed) {
     // This process has nothing resumed left; that is news only when no other process runs.
     if (running_process()) return;
@@ -538,6 +551,25 @@ void Server::on_process_event(backend::Process* p, const backend::StopEvent& eve
   if (session_ && session_->waiting() != Waiting::Nothing) session_->on_stop(event);
   // A process that ended is forgotten, except the last one: a single-process session goes on
   // as before (its exit is what '?' answers until the next run).
+  if (gone && processes().size() > 1) remove_process(event.pid);
+}
+
+// Non-stop: one thread's event; nothing else stops. Every event goes to the client (as a
+// notification), whether or not it waits.
+void Server::on_non_stop_event(backend::Process* p, const backend::StopEvent& event) {
+  using backend::StopKind;
+  bool gone = event.kind == StopKind::Exited || event.kind == StopKind::Killed;
+  if (event.kind != StopKind::NoResumed && event.kind != StopKind::ThreadExited) last_event_ = event;
+  if (coverage_ && coverage_->attached() && coverage_->pid() == p->pid()) {
+    if (gone) coverage_->process_gone();
+    else if (event.kind == StopKind::Exec) coverage_->exec_happened();
+  }
+  if (gone) {
+    if (event.kind == StopKind::Exited) log_.notice(fmt::format("\nChild exited with status {}", event.exit_status));
+    else log_.notice(fmt::format("\nChild terminated with signal = {}", event.signo));
+  }
+  if (event.kind == StopKind::NoResumed && running_process()) return;  // others still run
+  session_->on_stop(event);
   if (gone && processes().size() > 1) remove_process(event.pid);
 }
 

@@ -116,6 +116,7 @@ class Server {
   // ('O' packets) while it waits for a stop reply, else on the server's stdout as gdbserver.
   void forward_console_output(backend::Process& p);
   void on_process_event(backend::Process* p, const backend::StopEvent& event);
+  void on_non_stop_event(backend::Process* p, const backend::StopEvent& event);
   backend::Process* running_process();  // a live running one, primary first; null if none
   void arm_poll_timer();
   void shut_down_inferior();  // kill if launched, detach if attached

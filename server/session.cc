@@ -90,8 +90,16 @@ void Session::on_packet(const std::string& payload) {
     write_framed(prepared->payload, std::move(prepared->framed));
     read_ahead_after(*read);
   } else {
+    answering_ = true;
     Reply reply = dispatch(request);
+    answering_ = false;
     if (reply) write_packet(*reply);
+    if (notification_due_) {
+      notification_due_ = false;
+      // The first stop queued while answering; unless the reply was that stop itself ('?').
+      if (!notifications_.empty() && !(reply && *reply == notifications_.front()))
+        write_notification(notifications_.front());
+    }
     // An error reply ("Exx") ends a bulk read; hex and long binary replies never look like one.
     if (read && reply && !reply->empty() && reply->front() != 'E') read_ahead_after(*read);
   }
@@ -109,6 +117,11 @@ Reply Session::dispatch(const protocol::Request& request) {
 }
 
 void Session::write_packet(std::string_view payload) { write_framed(payload, protocol::Framer::encode(payload)); }
+
+void Session::write_notification(std::string_view payload) {
+  server_.log().packet('>', "%Stop:" + std::string(payload));
+  transport_->write(protocol::Framer::encode_notification("Stop", payload));
+}
 
 void Session::write_framed(std::string_view payload, std::string framed) {
   server_.log().packet('>', payload);
@@ -151,6 +164,16 @@ pid_t Session::thread_for(std::optional<int> suffix) const {
 }
 
 void Session::on_stop(const backend::StopEvent& event) {
+  if (non_stop_) {
+    // Every event is a notification; the client acknowledges each with vStopped. 'N' only for
+    // a client that knows it (gdbserver's report_no_resumed).
+    if (event.kind == backend::StopKind::NoResumed && !dialect_.no_resumed) return;
+    std::string reply = stop_reply_for(event);
+    if (!notifications_.push(reply)) return;  // waits for the client's vStopped
+    if (answering_) notification_due_ = true;
+    else write_notification(reply);
+    return;
+  }
   Waiting why = waiting_;
   waiting_ = Waiting::Nothing;
   bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
@@ -174,6 +197,8 @@ std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbr
   using backend::StopKind;
   if (event.kind == StopKind::NoResumed)  // gdbserver's words for a client without no-resumed+
     return dialect_.no_resumed ? std::string("N") : protocol::error_reply(dialect_, ECHILD, "No unwaited-for children left.");
+  if (event.kind == StopKind::ThreadExited)
+    return protocol::format_thread_exit_reply({event.pid, event.tid, event.exit_status}, dialect_);
   if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
     protocol::ExitReply exit;
     exit.pid = event.pid;
@@ -223,13 +248,16 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
       break;
     case StopKind::SyscallEntry: stop.reason = protocol::StopReason::SyscallEntry; stop.syscall_no = event.syscall_no; break;
     case StopKind::SyscallReturn: stop.reason = protocol::StopReason::SyscallReturn; stop.syscall_no = event.syscall_no; break;
+    case StopKind::ThreadCreated: stop.reason = protocol::StopReason::ThreadCreated; stop.gdb_signal = 5; break;
     default: stop.reason = protocol::StopReason::Signal; break;
   }
   if (stepbranch || event.kind == StopKind::StepBranch) {
     std::string mechanism = event.step_mechanism.empty() ? server_.probe().stepbranch_mechanism : event.step_mechanism;
     stop.extra.emplace_back("stepbranch-mechanism", mechanism);
   }
-  auto* p = process();
+  // The event's own process (non-stop events come from any process, selected or not).
+  auto* p = event.pid ? server_.process_for(event.pid) : nullptr;
+  if (!p || !p->alive()) p = process();
   if (p && p->has_thread(event.tid)) {
     const auto& layout = p->register_layout();
     if (auto regs = p->read_registers(event.tid, backend::RegisterSet::General)) {

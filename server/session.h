@@ -15,6 +15,7 @@
 #include "protocol/packets.h"
 #include "protocol/replies.h"
 #include "server/hostio.h"
+#include "server/notifications.h"
 #include "server/read_ahead.h"
 #include "server/transport.h"
 
@@ -36,8 +37,20 @@ class Session {
   void close();
   bool closed() const { return closed_; }
 
-  // The inferior stopped (or exited) while this session waited for it.
+  // The inferior stopped (or exited) while this session waited for it; in non-stop, any
+  // event (it becomes a %Stop notification, or waits for the client's vStopped).
   void on_stop(const backend::StopEvent& event);
+
+  // ---- non-stop (QNonStop:1) ----
+  bool non_stop() const { return non_stop_; }
+  void set_non_stop(bool on) {
+    non_stop_ = on;
+    notifications_.clear();
+  }
+  StopNotifications& notifications() { return notifications_; }
+  // QThreadEvents: what every process (new ones too) reports about threads.
+  bool thread_events() const { return thread_events_; }
+  void set_thread_events(bool on) { thread_events_ = on; }
 
   // ---- used by handlers ----
   Server& server() { return server_; }
@@ -94,6 +107,7 @@ class Session {
   void on_packet(const std::string& payload);
   Reply dispatch(const protocol::Request& request);
   void write_packet(std::string_view payload);
+  void write_notification(std::string_view payload);  // "%Stop:..." (never acked, never resent)
   void write_framed(std::string_view payload, std::string framed);
   // After a bulk memory read was answered: prepare the next block while the client decodes.
   void read_ahead_after(const protocol::ReadMemory& answered);
@@ -106,6 +120,13 @@ class Session {
   bool no_ack_pending_ = false;
   bool extended_ = false;
   bool closed_ = false;
+  bool non_stop_ = false;
+  bool thread_events_ = false;
+  // A request is being answered: a notification due now goes out after its reply (as
+  // gdbserver's do), never between the request and its reply.
+  bool answering_ = false;
+  bool notification_due_ = false;
+  StopNotifications notifications_;
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;

@@ -63,8 +63,9 @@ Reply start_resume(Session& s, Plans plans) {
   }
   for (const auto& [p, plan] : plans)
     if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
-  s.expect_stop();
+  if (!s.non_stop()) s.expect_stop();  // before polling: the stop may come at once
   s.server().resumed();
+  if (s.non_stop()) return ok();  // the stops follow as %Stop notifications
   return std::nullopt;  // the stop reply follows when the process stops
 }
 
@@ -135,14 +136,33 @@ Reply handle(Session& s, const LegacyResume& r) {
 }
 
 Reply handle(Session& s, const VCtrlC&) {
+  if (s.non_stop()) {
+    // One running thread stops with SIGINT (gdbserver's SIGINT to the process): the first
+    // process that runs, the primary one first.
+    for (auto* p : s.server().processes())
+      if (p->alive() && p->running()) {
+        p->interrupt();
+        s.server().resumed();
+        break;
+      }
+    return ok();
+  }
   s.server().interrupt();
   return ok();
+}
+
+Reply handle(Session& s, const VStopped&) {
+  if (!s.non_stop()) return error_reply(s, EINVAL, "vStopped outside non-stop mode.");
+  auto next = s.notifications().acknowledge();
+  return next ? *next : ok();
 }
 
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
   if (!p) return no_process(s);
   (void)s.take_step_branch_request();  // a resume of another kind: the request expires
+  // Its reply is a stop reply to this very packet, which non-stop has no place for.
+  if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   pid_t tid = s.general_thread();
   if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(s, r.error());
   s.expect_stop(Waiting::StepBranch);
@@ -151,6 +171,8 @@ Reply handle(Session& s, const StepBranch& b) {
 }
 
 Reply handle(Session& s, const StepBranchNext& n) {
+  // The converted step runs the thread alone with the process stopped, which non-stop cannot promise.
+  if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
   if (!p || !p->alive()) return no_process(s);
   if (!p->has_thread(n.thread.tid)) return no_thread(s);
@@ -262,6 +284,15 @@ Reply handle(Session& s, const VAttach& a) {
   if (s.server().process_for(a.pid)) return error_reply(s, EBUSY, "Already debugging that process.");
   s.server().forget_dead_processes();
   if (auto r = s.server().attach(a.pid); !r) return error_reply(s, r.error());
+  if (s.non_stop()) {
+    // gdbserver's non-stop attach: OK, and each thread's stop only when GDB stops it (vCont;t).
+    auto* p = s.server().process_for(a.pid);
+    if (!p) return no_process(s);
+    p->hold_attach_stops();
+    s.select_process(p->pid());
+    s.server().resumed();
+    return ok();
+  }
   return reply_for_new_process(s, a.pid);
 }
 

@@ -42,6 +42,10 @@ backend::StopEvent as_plain_stop(backend::StopEvent event) {
       event.child_pid = 0;
       event.exec_path.clear();
       break;
+    case StopKind::ThreadCreated:  // non-stop '?': a new thread that never ran is just stopped
+      event.kind = StopKind::Signal;
+      event.signo = 0;
+      break;
     default: break;
   }
   return event;
@@ -78,7 +82,22 @@ Reply handle(Session& s, const EnableExtendedMode&) {
   return ok();
 }
 
+namespace {
+// '?' in non-stop: every stopped thread of every process, the first now, the others through
+// vStopped (nothing stopped: OK).
+Reply non_stop_halt_reasons(Session& s) {
+  std::vector<std::string> replies;
+  for (auto* p : s.server().process_table().all()) {
+    if (!p->alive() && !p->exit_unreported()) continue;
+    for (const auto& event : p->stopped_threads()) replies.push_back(s.stop_reply_for(as_plain_stop(event)));
+  }
+  auto first = s.notifications().restart(std::move(replies));
+  return first ? *first : ok();
+}
+}  // namespace
+
 Reply handle(Session& s, const QueryHaltReason&) {
+  if (s.non_stop()) return non_stop_halt_reasons(s);
   auto& server = s.server();
   const auto& last = server.last_event();
   bool last_gone = last && (last->kind == backend::StopKind::Exited || last->kind == backend::StopKind::Killed);
@@ -180,7 +199,13 @@ Reply handle(Session&, const QueryOffsets&) { return empty(); }
 Reply handle(Session&, const QuerySymbol&) { return ok(); }
 Reply handle(Session&, const QueryTStatus&) { return empty(); }
 Reply handle(Session& s, const SetNonStop& n) {
-  return n.on ? error_reply(s, EOPNOTSUPP, "Non-stop mode is not supported.") : ok();
+  if (n.on && !s.server().capabilities().has(protocol::Capability::NonStop))
+    return error_reply(s, EOPNOTSUPP, "Non-stop mode is not supported.");
+  for (auto* p : s.server().process_table().all())
+    if (p->alive())
+      if (auto r = p->set_non_stop(n.on); !r) return error_reply(s, r.error());
+  s.set_non_stop(n.on);
+  return ok();
 }
 
 Reply handle(Session& s, const SetPassSignals& q) {
@@ -240,9 +265,13 @@ Reply handle(Session& s, const SetCatchSyscalls& q) {
 }
 
 
-// Thread creation/exit events are not implemented: the ThreadEvents capability is off, so the
-// packet is parsed as unknown and never reaches here.
-Reply handle(Session&, const SetThreadEvents&) { return empty(); }
+// Thread creation (T05create) and exit (w) events, for every process and the ones to come.
+Reply handle(Session& s, const SetThreadEvents& q) {
+  s.set_thread_events(q.on);
+  for (auto* p : s.server().process_table().all())
+    if (p->alive()) p->set_thread_events(q.on);
+  return ok();
+}
 
 Reply handle(Session& s, const Malformed& m) {
   s.server().log().event("malformed packet: {}", m.what);

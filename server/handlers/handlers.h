@@ -56,6 +56,7 @@ Reply handle(Session&, const VContQuery&);
 Reply handle(Session&, const VCont&);
 Reply handle(Session&, const LegacyResume&);
 Reply handle(Session&, const VCtrlC&);
+Reply handle(Session&, const VStopped&);
 Reply handle(Session&, const StepBranch&);
 Reply handle(Session&, const StepBranchNext&);
 Reply handle(Session&, const StepBranchLast&);

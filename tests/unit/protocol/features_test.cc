@@ -134,6 +134,15 @@ TEST_CASE("a packet without its capability is unknown", "[qsupported]") {
   base.set(Capability::StepBranch);
   CHECK(std::holds_alternative<StepBranch>(parse_request("stepbranch", base)));
   CHECK(std::holds_alternative<StepBranchNext>(parse_request("Qbranchstub:stepbranch-next:1,1", base)));
+  // Non-stop: QNonStop:0 is always answered (all-stop), vStopped only with the capability.
+  CHECK(std::holds_alternative<SetNonStop>(parse_request("QNonStop:0", base)));
+  CHECK(std::holds_alternative<Unknown>(parse_request("vStopped", base)));
+  CHECK(std::holds_alternative<Unknown>(parse_request("QThreadEvents:1", base)));
+  base.set(Capability::NonStop).set(Capability::ThreadEvents);
+  CHECK(std::holds_alternative<VStopped>(parse_request("vStopped", base)));
+  CHECK(std::holds_alternative<SetThreadEvents>(parse_request("QThreadEvents:1", base)));
+  CHECK(has(format_qsupported(base, negotiate(offer(kGdbOffer))), "QNonStop+"));
+  CHECK_FALSE(has(format_qsupported(Capabilities{}, negotiate(offer(kGdbOffer))), "QNonStop+"));
 }
 
 TEST_CASE("every capability is listed by some qSupported row or qXfer object", "[qsupported]") {

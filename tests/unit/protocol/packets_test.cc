@@ -189,6 +189,15 @@ TEST_CASE("vCont and legacy resume", "[packets]") {
   CHECK(malformed("vCont;r10:p1.1"));
   CHECK(malformed("vCont;C"));
   as<VCtrlC>("vCtrlC");
+  as<VStopped>("vStopped");
+  CHECK(unknown("vStoppedx"));
+  // vCont;t (non-stop): stop one thread, or every thread of a process.
+  auto t = as<VCont>("vCont;t:p1a.1b");
+  REQUIRE(t.actions.size() == 1);
+  CHECK(t.actions[0].kind == ResumeKind::Stop);
+  CHECK(t.actions[0].thread == ThreadId{0x1a, 0x1b});
+  CHECK(as<VCont>("vCont;t:p1a.-1").actions[0].thread == ThreadId{0x1a, -1});
+  CHECK(malformed("vCont;t01"));
 
   auto c = as<LegacyResume>("c");
   CHECK(c.action.kind == ResumeKind::Continue);

@@ -169,3 +169,16 @@ TEST_CASE("jThreadsInfo JSON: event thread with reason and registers, quiet thre
   CHECK(threads_info_json({watch}).find("\"reason\":\"watchpoint\",\"signal\":5,\"description\":\"4096 0\"") !=
         std::string::npos);
 }
+
+TEST_CASE("non-stop: thread creation, thread exit and no-resumed replies", "[replies][non-stop]") {
+  // As gdbserver 13 sends them with QThreadEvents:1 (T05create:;... / w0;p9c4.9fb).
+  StopReply s = basic_stop();
+  s.reason = StopReason::ThreadCreated;
+  s.tid = 0x14f5;
+  CHECK(format_stop_reply(s, gdb_dialect()) ==
+        "T05create:;06:a0e6ffffff7f0000;10:60c0fcf7ff7f0000;thread:p14f2.14f5;core:0;");
+  CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0}, gdb_dialect()) == "w0;p9c4.9fb");
+  CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0x2a}, gdb_dialect()) == "w2a;p9c4.9fb");
+  CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0x12a}, Dialect{}) == "w2a;9fb");
+  CHECK(no_resumed_reply() == "N");
+}

@@ -102,12 +102,72 @@ Result<void> FakeProcess::resume(const backend::ResumePlan& plan) {
   if (resume_error) return *resume_error;
   if (!alive_) return Error{ESRCH, "process is gone"};
   resumes.push_back(plan);
+  if (non_stop_) {
+    for (pid_t tid : order_) {
+      auto it = plan.threads.find(tid);
+      std::optional<backend::ResumeAction> a = it != plan.threads.end() ? std::optional(it->second) : plan.others;
+      if (!a) continue;
+      if (a->kind != backend::ResumeKind::Stop) {
+        resumed_.insert(tid);
+      } else if (resumed_.count(tid)) {
+        backend::StopEvent e;
+        e.kind = backend::StopKind::Signal;
+        e.pid = pid_;
+        e.tid = tid;
+        e.signo = 0;
+        pending_.push_back(e);
+      }
+    }
+  }
   running_ = true;
   return {};
 }
 
+backend::Result<void> FakeProcess::set_non_stop(bool on) {
+  journal->push_back("set_non_stop");
+  if (on && running_) return Error{EBUSY, "running"};
+  if (!on) {  // as the real one: everything stops
+    resumed_.clear();
+    running_ = false;
+  }
+  non_stop_ = on;
+  return {};
+}
+
+std::vector<backend::StopEvent> FakeProcess::stopped_threads() const {
+  if (!alive_ || !non_stop_) return running_ && alive_ ? std::vector<backend::StopEvent>{} : std::vector{last_stop_};
+  std::vector<backend::StopEvent> out;
+  for (pid_t tid : order_) {
+    if (resumed_.count(tid)) continue;
+    auto it = last_events_.find(tid);
+    if (it != last_events_.end()) {
+      out.push_back(it->second);
+    } else if (tid == last_stop_.tid) {
+      out.push_back(last_stop_);
+    } else {
+      backend::StopEvent e;
+      e.kind = backend::StopKind::Signal;
+      e.pid = pid_;
+      e.tid = tid;
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
 void FakeProcess::interrupt() {
   journal->push_back("interrupt");
+  if (non_stop_) {
+    if (!resumed_.empty()) {
+      backend::StopEvent e;
+      e.kind = backend::StopKind::Signal;
+      e.pid = pid_;
+      e.tid = *resumed_.begin();
+      e.signo = SIGINT;
+      pending_.push_back(e);
+    }
+    return;
+  }
   // As the real backend: a running process stops with SIGINT (in its main thread here).
   if (running_ && pending_.empty()) {
     backend::StopEvent e;
@@ -125,6 +185,11 @@ std::optional<backend::StopEvent> FakeProcess::poll_events() {
   backend::StopEvent e = pending_.front();
   pending_.pop_front();
   running_ = false;
+  if (non_stop_) {
+    resumed_.erase(e.tid);
+    last_events_[e.tid] = e;
+    running_ = !resumed_.empty() || !pending_.empty();
+  }
   last_stop_ = e;
   if (e.kind == backend::StopKind::Exited || e.kind == backend::StopKind::Killed) {
     alive_ = false;

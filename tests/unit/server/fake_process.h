@@ -170,6 +170,19 @@ class FakeProcess : public backend::Process {
   std::optional<backend::StopEvent> poll_events() override;
   bool running() const override { return running_; }
   backend::Result<void> step_branch(pid_t tid, uint32_t count) override;
+  // Non-stop as plain data: resume() marks threads resumed (a Stop action queues a signal-0
+  // stop for a resumed thread), poll_events() hands the scripted stops out one by one and
+  // marks their threads stopped; interrupt() queues SIGINT for the first resumed thread.
+  backend::Result<void> set_non_stop(bool on) override;
+  bool non_stop() const override { return non_stop_; }
+  std::vector<backend::StopEvent> stopped_threads() const override;
+  bool thread_running(pid_t tid) const override { return non_stop_ ? resumed_.count(tid) != 0 : running_; }
+  void set_thread_events(bool on) override { thread_events.push_back(on); }
+  void hold_attach_stops() override {
+    if (non_stop_) resumed_.insert(order_.begin(), order_.end());
+  }
+  std::vector<bool> thread_events;                       // every set_thread_events()
+  const std::set<pid_t>& resumed_threads() const { return resumed_; }
   backend::Result<void> detach() override;
   backend::Result<void> kill() override;
 
@@ -228,6 +241,9 @@ class FakeProcess : public backend::Process {
   std::vector<std::unique_ptr<FakeProcess>> children_;
   bool alive_ = true;
   bool running_ = false;
+  bool non_stop_ = false;
+  std::set<pid_t> resumed_;                       // non-stop: threads running
+  std::map<pid_t, backend::StopEvent> last_events_;  // non-stop: each thread's last stop
   backend::ProcessSettings settings_;
 };
 

@@ -56,7 +56,7 @@ ServerOutput split_output(std::string_view bytes) {
       ++i;
       continue;
     }
-    if (c != '$') {
+    if (c != '$' && c != '%') {
       out.stray += c;
       ++i;
       continue;
@@ -72,8 +72,13 @@ ServerOutput split_output(std::string_view bytes) {
     unsigned sum = 0;
     for (unsigned char b : body) sum += b;
     if (hi < 0 || lo < 0 || static_cast<unsigned>(hi * 16 + lo) != (sum & 0xff)) out.bad_checksum = true;
-    out.raw_packets.emplace_back(bytes.substr(i, hash + 3 - i));
-    out.packets.push_back(expand_rle(body));
+    if (c == '%') {  // a notification: never run-length encoded
+      out.notifications.emplace_back(body);
+    } else {
+      out.raw_packets.emplace_back(bytes.substr(i, hash + 3 - i));
+      out.packets.push_back(expand_rle(body));
+    }
+    out.order.push_back(c);
     i = hash + 3;
   }
   return out;
@@ -159,6 +164,8 @@ std::vector<std::string> SessionHarness::collect() {
   CHECK(out.stray.empty());
   CHECK_FALSE(out.bad_checksum);
   last_acks_ = out.acks;
+  for (auto& n : out.notifications) notifications_.push_back(std::move(n));
+  last_order_ = out.order;
   return out.packets;
 }
 
@@ -181,7 +188,7 @@ std::vector<std::string> SessionHarness::poll() {
 std::vector<std::string> SessionHarness::wait(int ms) {
   auto& io = server_->io();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (wire_->written.find('$') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  while (wire_->written.find_first_of("$%") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
     if (io.stopped()) io.restart();
     io.run_one_until(deadline);
   }
@@ -225,4 +232,12 @@ std::string SessionHarness::lldb_handshake() {
   return reply;
 }
 
+}  // namespace fake
+
+namespace fake {
+std::vector<std::string> SessionHarness::take_notifications() {
+  auto out = std::move(notifications_);
+  notifications_.clear();
+  return out;
+}
 }  // namespace fake

@@ -50,6 +50,8 @@ struct ServerOutput {
   std::string acks;
   std::vector<std::string> packets;
   std::vector<std::string> raw_packets;  // as framed on the wire
+  std::vector<std::string> notifications;  // "%Stop:..." as "Stop:..." (checksum verified)
+  std::string order;                       // '$' / '%' for each packet / notification, as written
   std::string stray;
   bool bad_checksum = false;
 };
@@ -93,6 +95,10 @@ class SessionHarness {
   std::string take_written();
   // Acks seen in the last round_trip / poll.
   const std::string& last_acks() const { return last_acks_; }
+  // Non-stop notifications the server wrote (any call above collects them), oldest first.
+  std::vector<std::string> take_notifications();
+  // '$' / '%' in the order the last collected packets and notifications were written.
+  const std::string& last_order() const { return last_order_; }
   bool no_ack() const { return no_ack_; }
   Wire& wire() { return *wire_; }
 
@@ -115,6 +121,8 @@ class SessionHarness {
   server::Session* session_ = nullptr;
   bool no_ack_ = false;
   std::string last_acks_;
+  std::string last_order_;
+  std::vector<std::string> notifications_;
 };
 
 }  // namespace fake

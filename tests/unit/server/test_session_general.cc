@@ -25,8 +25,8 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
   CHECK(h.request(SessionHarness::kGdbOffer) ==
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
-        "multiprocess+;fork-events+;vfork-events+;exec-events+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
-        "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;no-resumed+;stepbranch+;"
+        "multiprocess+;fork-events+;vfork-events+;exec-events+;QNonStop+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
+        "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadEvents+;no-resumed+;stepbranch+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
         "qXfer:siginfo:write+;qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;"
         "qXfer:btrace:read+;qXfer:btrace-conf:read+");
@@ -49,8 +49,8 @@ TEST_CASE("session: qSupported from LLDB lists native-signals and no breakpoint 
   CHECK(h.request(SessionHarness::kLldbOffer) ==
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
-        "multiprocess+;fork-events+;vfork-events+;QDisableRandomization+;native-signals+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
-        "Qbtrace-conf:bts:size+;Qbtrace:off+;vContSupported+;stepbranch+;qXfer:features:read+;"
+        "multiprocess+;fork-events+;vfork-events+;QNonStop+;QDisableRandomization+;native-signals+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
+        "Qbtrace-conf:bts:size+;Qbtrace:off+;vContSupported+;QThreadEvents+;stepbranch+;qXfer:features:read+;"
         "qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+;"
         "qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;qXfer:btrace:read+;"
         "qXfer:btrace-conf:read+");
@@ -291,12 +291,17 @@ TEST_CASE("session: QPassSignals/QProgramSignals from LLDB are Linux numbers alr
   CHECK(p.program_signals.back() == std::set<int>{SIGCHLD});
 }
 
-TEST_CASE("session: QNonStop: all-stop only") {
+TEST_CASE("session: QNonStop switches every process and the session") {
   SessionHarness h;
-  h.add_process(0x64);
-  CHECK(h.request("QNonStop:1") == "E.Non-stop mode is not supported.");
+  auto& p = h.add_process(0x64);
+  CHECK(h.request("QNonStop:1") == "OK");
+  CHECK(p.non_stop());
+  CHECK(h.session().non_stop());
   CHECK(h.request("QNonStop:0") == "OK");
+  CHECK_FALSE(p.non_stop());
+  CHECK_FALSE(h.session().non_stop());
   CHECK(h.request("QNonStop:x") == "E.QNonStop: bad value");
+  CHECK(h.request("vStopped") == "E.vStopped outside non-stop mode.");
 }
 
 TEST_CASE("session: unknown packets get the empty reply, malformed ones an error") {

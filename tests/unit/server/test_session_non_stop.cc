@@ -1,0 +1,167 @@
+// Session, non-stop: QNonStop, '?' listing every stopped thread, vCont answered OK with the
+// stops as %Stop notifications drained by vStopped, vCont;t, vCtrlC, QThreadEvents, 'N'.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+
+#include "tests/unit/server/session_harness.h"
+
+using backend::ResumeKind;
+using backend::StopKind;
+using fake::FakeProcess;
+using fake::SessionHarness;
+using fake::hex_le;
+using fake::stop_event;
+using Packets = std::vector<std::string>;
+
+namespace {
+
+std::string expedited(uint64_t rbp, uint64_t rsp, uint64_t rip) {
+  return "06:" + hex_le(rbp, 8) + ";07:" + hex_le(rsp, 8) + ";10:" + hex_le(rip, 8) + ";";
+}
+
+// A GDB session in non-stop on process 0x64 with threads 0x64, 0x65, 0x66.
+struct NonStop {
+  SessionHarness h;
+  FakeProcess& p = h.add_process(0x64, {0x64, 0x65, 0x66});
+  std::string regs65 = expedited(0x7ffe0010, 0x7ffe0000, 0x401000);
+  std::string zero = expedited(0, 0, 0);
+  NonStop() {
+    p.set_reg(0x65, 6, 0x7ffe0010);
+    p.set_reg(0x65, 7, 0x7ffe0000);
+    p.set_reg(0x65, 16, 0x401000);
+    p.set_last_stop(stop_event(StopKind::Signal, 0x64, 0x64, SIGTRAP));
+    h.gdb_handshake();
+    REQUIRE(h.request("QNonStop:1") == "OK");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("non-stop: '?' answers the first stopped thread, vStopped the others, then OK") {
+  NonStop n;
+  CHECK(n.h.request("?") == "T05" + n.zero + "thread:p64.64;");
+  CHECK(n.h.request("vStopped") == "T00" + n.regs65 + "thread:p64.65;");
+  CHECK(n.h.request("vStopped") == "T00" + n.zero + "thread:p64.66;");
+  CHECK(n.h.request("vStopped") == "OK");
+  CHECK(n.h.request("vStopped") == "OK");  // nothing left: OK again
+  CHECK(n.h.take_notifications().empty());
+}
+
+TEST_CASE("non-stop: vCont answers OK, the stop comes as %Stop, the next one waits for vStopped") {
+  NonStop n;
+  CHECK(n.h.request("vCont;c:p64.65") == "OK");
+  REQUIRE(n.p.resumes.size() == 1);
+  CHECK(n.p.resumes[0].threads.count(0x65));
+  CHECK_FALSE(n.p.resumes[0].others);  // the others stay as they are
+  CHECK(n.p.thread_running(0x65));
+  CHECK_FALSE(n.p.thread_running(0x64));
+
+  CHECK(n.h.request("vCont;c:p64.66") == "OK");
+  // Both threads stop: only the first is notified...
+  n.p.stop_with(stop_event(StopKind::Breakpoint, 0x64, 0x65, SIGTRAP));
+  n.p.stop_with(stop_event(StopKind::Signal, 0x64, 0x66, SIGUSR1));
+  n.h.wait();
+  n.h.wait(100);
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05swbreak:;" + n.regs65 + "thread:p64.65;"});
+  // ... the second is the answer to the client's vStopped.
+  CHECK(n.h.request("vStopped") == "T1e" + n.zero + "thread:p64.66;");  // GDB's SIGUSR1
+  CHECK(n.h.request("vStopped") == "OK");
+  CHECK(n.h.take_notifications().empty());
+  // A stop after the queue drained is a notification again.
+  CHECK(n.h.request("vCont;c") == "OK");
+  n.p.stop_with(stop_event(StopKind::Signal, 0x64, 0x64, SIGSEGV));
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T0b" + n.zero + "thread:p64.64;"});
+}
+
+TEST_CASE("non-stop: vCont;t stops one thread (signal 0), reported after the OK") {
+  NonStop n;
+  CHECK(n.h.request("vCont;c") == "OK");
+  CHECK(n.p.resumed_threads() == std::set<pid_t>{0x64, 0x65, 0x66});
+  CHECK(n.h.round_trip("vCont;t:p64.65") == Packets{"OK"});
+  REQUIRE(n.p.resumes.size() == 2);
+  REQUIRE(n.p.resumes[1].threads.count(0x65));
+  CHECK(n.p.resumes[1].threads.at(0x65).kind == ResumeKind::Stop);
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T00" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.p.resumed_threads() == std::set<pid_t>{0x64, 0x66});
+  // Registers of a stopped thread are read while the others run.
+  CHECK(n.h.request("Hgp64.65") == "OK");
+  CHECK(n.h.request("g").size() > 100);
+}
+
+TEST_CASE("non-stop: a stop found while answering goes out after the reply") {
+  auto options = SessionHarness::default_options();
+  options.busy_poll_us = 100000;  // the handler polls: the stop is read before it returns
+  SessionHarness h(options);
+  if (h.server().busy_poll().count() == 0) {
+    WARN("one CPU: the server never busy-polls here");
+    return;
+  }
+  auto& p = h.add_process(0x64, {0x64, 0x65});
+  h.gdb_handshake();
+  REQUIRE(h.request("QNonStop:1") == "OK");
+  CHECK(h.request("vCont;c") == "OK");
+  p.stop_with(stop_event(StopKind::Signal, 0x64, 0x65, 0));
+  h.send_raw(fake::frame("vCont;t:p64.65"));
+  CHECK(h.poll() == Packets{"OK"});
+  CHECK(h.last_order() == "$%");
+  CHECK(h.take_notifications().size() == 1);
+}
+
+TEST_CASE("non-stop: vCtrlC stops a running thread with SIGINT; ^C too") {
+  NonStop n;
+  CHECK(n.h.request("vCont;c") == "OK");
+  CHECK(n.h.request("vCtrlC") == "OK");
+  CHECK(n.p.count("interrupt") == 1);
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T02" + n.zero + "thread:p64.64;"});
+  CHECK(n.h.request("vStopped") == "OK");
+  n.h.send_raw("\x03");
+  CHECK(n.p.count("interrupt") == 2);
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T02" + n.regs65 + "thread:p64.65;"});
+}
+
+TEST_CASE("non-stop: thread events, 'N', exits and stepbranch") {
+  NonStop n;
+  CHECK(n.h.request("QThreadEvents:1") == "OK");
+  CHECK(n.p.thread_events == std::vector<bool>{true});
+  CHECK(n.h.request("vCont;c:p64.65;c:p64.66") == "OK");
+  auto created = stop_event(StopKind::ThreadCreated, 0x64, 0x65, SIGTRAP);
+  auto exited = stop_event(StopKind::ThreadExited, 0x64, 0x66, 0);
+  exited.exit_status = 0;
+  n.p.stop_with(created);
+  n.p.stop_with(exited);
+  n.p.stop_with(stop_event(StopKind::NoResumed, 0x64, 0, 0));
+  n.h.wait();
+  n.h.wait(100);
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05create:;" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.h.request("vStopped") == "w0;p64.66");
+  CHECK(n.h.request("vStopped") == "N");
+  CHECK(n.h.request("vStopped") == "OK");
+  CHECK(n.h.request("QThreadEvents:0") == "OK");
+  CHECK(n.p.thread_events == std::vector<bool>{true, false});
+  // stepbranch answers with a stop reply to its own packet: all-stop only.
+  CHECK(n.h.request("stepbranch") == "E.stepbranch needs all-stop mode (set non-stop off).");
+  CHECK(n.h.request("vCont;c:p64.64") == "OK");
+  n.p.stop_with(fake::exit_event(0x64, 3));
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:W03;process:64"});
+}
+
+TEST_CASE("StopNotifications: one in flight, the rest through vStopped") {
+  server::StopNotifications q;
+  CHECK(q.push("T05a"));       // sent now
+  CHECK_FALSE(q.push("T05b"));  // waits
+  CHECK_FALSE(q.push("T05c"));
+  CHECK(q.acknowledge() == "T05b");
+  CHECK(q.acknowledge() == "T05c");
+  CHECK(q.acknowledge() == std::nullopt);
+  CHECK(q.push("T05d"));  // empty again: the next is a notification
+  CHECK(q.restart({"T00x", "T00y"}) == "T00x");  // '?' replaces what was queued
+  CHECK(q.acknowledge() == "T00y");
+  CHECK(q.acknowledge() == std::nullopt);
+  CHECK(q.restart({}) == std::nullopt);
+}
