@@ -132,7 +132,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_flag("--no-file-writes", no_writes);
   app.add_flag("--probe", options.probe);
   app.add_option("--btrace-source", options.btrace_source)
-      ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
+      ->check(CLI::IsMember({"auto", "bts", "lbr", "soft", "patch"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
   app.add_option("--coverage", options.coverage_file);
@@ -154,7 +154,9 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --disable-randomization, --no-disable-randomization\n"
                                     "  --no-file-writes      refuse vFile writes and unlinks (allowed by default,\n"
                                     "                        as in gdbserver; --allow-file-writes is accepted)\n"
-                                    "  --btrace-source=auto|bts|lbr|soft\n"
+                                    "  --btrace-source=auto|bts|lbr|soft|patch\n"
+                                    "                        patch: the software source with hot block ends\n"
+                                    "                        patched to record in the program (never picked by auto)\n"
                                     "  --watchpoints=auto|hardware|software\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
                                     "                        or emulated by single-stepping (auto: hardware where\n"

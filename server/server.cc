@@ -119,6 +119,7 @@ backend::TraceSource Server::btrace_source() const {
   if (options_.btrace_source == "bts") return backend::TraceSource::PerfBts;
   if (options_.btrace_source == "lbr") return backend::TraceSource::Lbr;
   if (options_.btrace_source == "soft") return backend::TraceSource::Software;
+  if (options_.btrace_source == "patch") return backend::TraceSource::Patch;
   return backend::TraceSource::Auto;
 }
 

@@ -54,6 +54,9 @@ class TraceManager : public BranchTracer {
   // Threads whose branches the engine must record itself (software source, and every thread
   // traced for coverage whatever the client's source).
   bool software_traced(pid_t tid) const;
+  // Client-recorded software threads of --btrace-source=patch: the engine may run them through
+  // patched code (their branches come from the inferior's ring, then from the engine as usual).
+  bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
   // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
   // thread not traced yet (created since) is traced from here.
@@ -64,6 +67,8 @@ class TraceManager : public BranchTracer {
   // the engine must run it traced (software_traced() is true for it afterwards).
   void thread_created(pid_t tid);
   void set_lbr_reader(LbrReader reader);
+  // --btrace-source=patch: what block patching did so far (a line of explain()).
+  void set_patch_status(std::string line) { patch_status_ = std::move(line); }
 
  private:
   enum class Kind { Software, PerfBts, Lbr, Pt };
@@ -71,6 +76,7 @@ class TraceManager : public BranchTracer {
     Kind kind = Kind::Software;
     bool client = false;                     // enable()d: GDB reads its history
     bool coverage = false;                   // traced for the coverage sink
+    bool patch = false;                      // Software, recorded through patched code where it can
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     std::unique_ptr<PerfPtSource> pt;        // Pt
@@ -95,6 +101,7 @@ class TraceManager : public BranchTracer {
   Kind last_kind_ = Kind::Software;
   std::string bts_refused_;  // auto: why perf BTS was not used (the last enable's error)
   std::string lbr_error_;    // the last failure to read a window
+  std::string patch_status_;
 };
 
 }  // namespace backend

@@ -19,7 +19,9 @@ namespace backend {
 
 class LbrFeed;
 
-enum class TraceSource { Auto, PerfBts, Lbr, Software };
+// Patch: the software source with hot block ends patched to record into a ring in the
+// inferior (backend/btrace/patch_tracer.h); only when asked for (auto never picks it).
+enum class TraceSource { Auto, PerfBts, Lbr, Software, Patch };
 // The format GDB asked for: Qbtrace:bts (blocks) or Qbtrace:pt (a raw Intel PT stream).
 enum class TraceFormat { Bts, Pt };
 
