@@ -82,6 +82,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       options.test_pt_aux = arg.substr(14);
     } else if (arg.starts_with("--test-lbr-snapshots=")) {
       options.test_lbr_snapshots = arg.substr(21);
+    } else if (arg.starts_with("--test-patch-ring=")) {
+      options.test_patch_ring = std::strtoull(arg.c_str() + 18, nullptr, 0);
     } else if (arg == "--test-singleblock") {
       options.test_singleblock = true;
     } else if (arg == "--selftest") {
@@ -178,11 +180,11 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
     return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
   bool test_feeds = !options.test_bts_ring.empty() || !options.test_pt_aux.empty() ||
-                    !options.test_lbr_snapshots.empty() || options.test_singleblock;
+                    !options.test_lbr_snapshots.empty() || options.test_singleblock || options.test_patch_ring;
   const char* test_only = std::getenv("BRANCHSTUB_TEST_ONLY");
   if (test_feeds && !(test_only && std::string(test_only) == "1"))
     return EarlyExit{2, "branchstub: --test-bts-ring, --test-pt-aux, --test-lbr-snapshots and "
-                        "--test-singleblock make the server serve branch data from files or use a "
+                        "--test-singleblock, --test-patch-ring make the server serve branch data from files or use a "
                         "mechanism the probe refused: TEST ONLY. Set "
                         "BRANCHSTUB_TEST_ONLY=1 in the environment if this is a test.\n"};
   if (no_shell) options.startup_with_shell = false;

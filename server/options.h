@@ -45,6 +45,9 @@ struct ServerOptions {
   // --test-pt-aux=FILE, --test-lbr-snapshots=FILE). Not in --help; refused unless the
   // environment has BRANCHSTUB_TEST_ONLY=1, so nobody turns them on by accident.
   std::string test_bts_ring, test_pt_aux, test_lbr_snapshots;
+  // TEST ONLY: --btrace-source=patch's ring in the program holds this many bytes (a tiny ring
+  // makes the full-ring trap happen in a short test).
+  uint64_t test_patch_ring = 0;
   // TEST ONLY (--test-singleblock, same rule): stepbranch uses PTRACE_SINGLEBLOCK even where the
   // probe saw BTF ignored, so that the block-step classifier's fallback runs on such hosts.
   bool test_singleblock = false;

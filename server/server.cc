@@ -103,6 +103,7 @@ const backend::TraceSetup& Server::trace_setup() {
     }
   }
   setup.test_bts_ring = options_.test_bts_ring;
+  setup.test_patch_ring = options_.test_patch_ring;
   if (!options_.test_bts_ring.empty() || !options_.test_pt_aux.empty() || !options_.test_lbr_snapshots.empty())
     log_.notice("TEST ONLY: branch data is replayed from files (--test-*), not recorded by the hardware.");
   trace_setup_ = std::move(setup);

@@ -217,7 +217,7 @@ bool emit_modrm(std::vector<uint8_t>& out, uint64_t at, uint8_t opcode, int reg_
     if (rex != 0x40) c.push_back(rex);
     c.push_back(opcode);
     c.push_back(static_cast<uint8_t>(0x05 | (reg_field & 7) << 3));
-    int64_t d = static_cast<int64_t>(op.rip_target - (at + out.size() + c.size() + 4));
+    int64_t d = static_cast<int64_t>(op.rip_target - (at + c.size() + 4));  // rip = the end of this instruction
     if (!fits32(d)) return false;
     put32(c, static_cast<uint32_t>(static_cast<int32_t>(d)));
   } else {

@@ -77,7 +77,8 @@ Result<void> PatchTracer::setup(pid_t tid) {
   if (regions_.empty()) return Error{ENOENT, "no executable mapping of the main program"};
   // The data area: [head][ring][guard][table]; anywhere (stubs address it absolutely).
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
-  data_size_ = kPage + kRingBytes + kPage + table_bytes;
+  uint64_t ring_bytes = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
+  data_size_ = kPage + ring_bytes + kPage + table_bytes;
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {0, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
@@ -86,7 +87,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   data_ = static_cast<uint64_t>(*r);
   head_addr_ = data_;
   ring_begin_ = data_ + kPage;
-  ring_end_ = ring_begin_ + kRingBytes;
+  ring_end_ = ring_begin_ + ring_bytes;
   table_addr_ = ring_end_ + kPage;
   table_mask_ = kTableSlots - 1;
   auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {ring_end_, kPage, PROT_NONE, 0, 0, 0});

@@ -69,6 +69,7 @@ class TraceManager : public BranchTracer {
   void set_lbr_reader(LbrReader reader);
   // --btrace-source=patch: what block patching did so far (a line of explain()).
   void set_patch_status(std::string line) { patch_status_ = std::move(line); }
+  uint64_t patch_ring_bytes() const { return setup_.test_patch_ring; }
 
  private:
   enum class Kind { Software, PerfBts, Lbr, Pt };

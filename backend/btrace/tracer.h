@@ -39,6 +39,7 @@ struct TraceSetup {
   // read from files a test writes as the kernel would, instead of a perf event.
   std::string test_bts_ring;
   std::string test_pt_aux;
+  uint64_t test_patch_ring = 0;  // bytes of the block-patching ring (0: its default)
 };
 
 struct PtData {
