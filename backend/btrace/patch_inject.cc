@@ -85,9 +85,10 @@ std::optional<uint64_t> free_range_near(const std::vector<std::pair<uint64_t, ui
       uint64_t a = (std::min(g1, lo) - size) & ~(kPage - 1);
       if (a >= g0 && a + size <= g1 && lo - a < best_dist) best = a, best_dist = lo - a;
     }
-    if (g1 > hi) {  // the lowest spot above hi (second choice: distance counted double)
+    if (g1 > hi) {  // the lowest spot above hi: only when nothing below is free
+      constexpr uint64_t kAbove = uint64_t{1} << 48;
       uint64_t a = std::max(g0, (hi + kPage - 1) & ~(kPage - 1));
-      if (a + size <= g1 && (a - hi) * 2 + 1 < best_dist) best = a, best_dist = (a - hi) * 2 + 1;
+      if (a + size <= g1 && kAbove + (a - hi) < best_dist) best = a, best_dist = kAbove + (a - hi);
     }
   }
   return best;
