@@ -4,7 +4,8 @@
  * N = argv[1] (default 200), trace_end(), then prints "sum=<value>" and exits 0. With argv[2]
  * = "alarm", SIGALRM fires every millisecond (setitimer) while work runs and its handler
  * counts ticks (the sum does not depend on it); with argv[2] = "fork", work forks once in the
- * middle, the child runs work(5) and exits 0, the parent waits for it.
+ * middle, the child runs work(5) and exits 0, the parent waits for it (a child that does not
+ * exit 0 adds 1000000 to the sum).
  * work() has short and long conditional jumps, a loop instruction, direct calls, calls
  * through a function pointer table, a switch compiled to a jump table, recursion (returns)
  * and a block where a short jcc directly follows a RIP-relative load (the displaced code
@@ -61,14 +62,17 @@ long work(long n, int do_fork)
         if (i % 3 == 0)
             s ^= depth(i & 7);
         s += looped((i & 3) + 1);
-        counter++;
+        counter++;                  /* LINE:counter */
         if (do_fork && i == n / 2) {
             pid_t p = fork();
             if (p == 0) {
                 work(5, 0);
                 _exit(0);
             }
-            waitpid(p, NULL, 0);
+            int st = 0;
+            waitpid(p, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                s += 1000000;       /* the child ran into trouble: the sum says so */
         }
     }
     return s;
