@@ -108,14 +108,16 @@ void record_direct(Stub& s, const StubSpec& spec) {
   restore_light(c);
 }
 
-// Pushes the original return address of a call at `flow` (two 32-bit stores: no imm64 push).
+// Pushes the original return address of a call at `flow`. One 8-byte store (through rax, kept):
+// two 4-byte halves would stall the `ret` that loads it later (no store forwarding).
 void push_return(std::vector<uint8_t>& c, const Insn& flow) {
   uint64_t ret = flow.addr + flow.len;
   emit(c, {0x48, 0x8d, 0x64, 0x24, 0xf8});  // lea rsp,[rsp-8]
-  emit(c, {0xc7, 0x04, 0x24});              // mov dword [rsp], lo
-  put32(c, static_cast<uint32_t>(ret));
-  emit(c, {0xc7, 0x44, 0x24, 0x04});  // mov dword [rsp+4], hi
-  put32(c, static_cast<uint32_t>(ret >> 32));
+  emit(c, {0x50});                          // push rax
+  emit(c, {0x48, 0xb8});                    // movabs rax, ret
+  put64(c, ret);
+  emit(c, {0x48, 0x89, 0x44, 0x24, 0x08});  // mov [rsp+8], rax
+  emit(c, {0x58});                          // pop rax
 }
 
 bool jmp_to(std::vector<uint8_t>& c, uint64_t stub_addr, uint64_t target) {

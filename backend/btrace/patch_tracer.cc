@@ -373,6 +373,7 @@ size_t PatchTracer::drain(LinuxThread* t) {
   if (!got) return 0;
   size_t count = 0;
   Branch last;
+  batch_.clear();
   for (size_t i = 0; i + 4 <= *got;) {
     uint32_t word;
     std::memcpy(&word, drain_buf_.data() + i, 4);
@@ -387,10 +388,11 @@ size_t PatchTracer::drain(LinuxThread* t) {
       i += 8;
     }
     if (to == e.from + e.len) continue;  // to the next instruction: straight-line in a trace
-    tracer_->record(owner_, e.from, to);
     last = Branch{e.from, to};
+    batch_.push_back(last);
     ++count;
   }
+  tracer_->record_many(owner_, batch_);
   uint8_t reset[8];
   std::memcpy(reset, &ring_begin_, 8);
   (void)mem_.write(head_addr_, reset);

@@ -145,6 +145,7 @@ class PatchTracer {
   std::unordered_set<uint64_t> visited_;     // instrumented block starts
   std::vector<Edge> edges_;                  // ring entry id -> branch
   std::vector<uint8_t> drain_buf_;
+  std::vector<Branch> batch_;
   Stats stats_;
 };
 

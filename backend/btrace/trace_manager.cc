@@ -278,6 +278,17 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   if (it->second.coverage && sink_) sink_->branch(tid, from, to);
 }
 
+void TraceManager::record_many(pid_t tid, std::span<const Branch> branches) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return;
+  ThreadTrace& t = it->second;
+  bool ring = t.ring && t.kind == Kind::Software, sink = t.coverage && sink_;
+  for (const Branch& b : branches) {
+    if (ring) t.ring->push(b.from, b.to);
+    if (sink) sink_->branch(tid, b.from, b.to);
+  }
+}
+
 void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc) {
   // The history since its last gap, as far back as a window can reach.
   size_t reach = std::max<size_t>(window.oldest_first.size(), window.depth);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 
 #include "backend/btrace/branch_ring.h"
 #include "backend/btrace/lbr_feed.h"
@@ -58,6 +59,8 @@ class TraceManager : public BranchTracer {
   // patched code (their branches come from the inferior's ring, then from the engine as usual).
   bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
+  // Many branches of one thread, oldest first (block patching drains its ring with one call).
+  void record_many(pid_t tid, std::span<const Branch> branches);
   // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
   // thread not traced yet (created since) is traced from here.
   void thread_stopped(pid_t tid);
