@@ -8,7 +8,7 @@
 
 namespace backend {
 
-Result<void> PathPlan::plan(BlockCache& cache, uint64_t pc) {
+Result<void> PathPlan::plan(BlockCache& cache, uint64_t pc, const std::function<bool(uint64_t)>& stop_before) {
   clear();
   uint64_t at = pc;
   for (;;) {
@@ -27,7 +27,7 @@ Result<void> PathPlan::plan(BlockCache& cache, uint64_t pc) {
     segments_.push_back(Segment{at, block->end.addr});
     const FlowInsn& end = block->end;
     bool direct = (end.kind == FlowKind::Jump || end.kind == FlowKind::Call) && end.direct_target;
-    if (direct && pending_.size() < kMaxDirectChain) {
+    if (direct && pending_.size() < kMaxDirectChain && !(stop_before && stop_before(*end.direct_target))) {
       uint64_t target = *end.direct_target;
       // A target already on the path closes a cycle (`jmp .`, a loop of jumps): stop there.
       bool cycle = false;

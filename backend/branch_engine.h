@@ -8,6 +8,7 @@
 #include <sys/user.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -26,8 +27,10 @@ class PathPlan {
  public:
   static constexpr size_t kMaxDirectChain = 64;
 
-  // Plans from pc; on success stop_insn() is the instruction to arm.
-  Result<void> plan(BlockCache& cache, uint64_t pc);
+  // Plans from pc; on success stop_insn() is the instruction to arm. A direct branch whose
+  // target `stop_before` accepts is not followed: the plan stops on it (patched code, which
+  // records its own branches, is entered only from a stop).
+  Result<void> plan(BlockCache& cache, uint64_t pc, const std::function<bool(uint64_t)>& stop_before = {});
   bool active() const { return active_; }
   const FlowInsn& stop_insn() const { return stop_insn_; }
   uint64_t stop_addr() const { return stop_insn_.addr; }

@@ -51,12 +51,21 @@ void BranchStepper::commit_plan(LinuxThread& t, uint64_t pc) {
 void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   if (!traced(t.tid)) {
     arm(t, 0);
+    if (patch_) patch_->suspend(&t);  // recording stopped: the program runs its own code
     t.mode = run::Normal{};
     return host_.resume(t, signo);
   }
   if (!t.in<run::Traced>()) t.mode = run::Traced{};
   auto& plan = std::get<run::Traced>(t.mode).plan;
-  if (plan.plan(code_, host_.pc(t.tid))) arm(t, plan.stop_addr());
+  if (!patch_ && tracer_->patch_traced(t.tid)) patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
+  if (patch_ && patch_->prepare_run(t, host_.watch_stepping())) {
+    plan.clear();  // runs free through patched code: every exit from it stops
+    arm(t, 0);
+    return host_.resume(t, signo);
+  }
+  std::function<bool(uint64_t)> stop_before;
+  if (patch_ && patch_->installed()) stop_before = [this](uint64_t target) { return patch_->enters_patched(target); };
+  if (plan.plan(code_, host_.pc(t.tid), stop_before)) arm(t, plan.stop_addr());
   else arm(t, 0);  // undecodable code: it runs untraced until something stops it
   host_.resume(t, signo);
 }
@@ -126,6 +135,22 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
     c.last_flow = c.step_from;
     c.last_flow_taken = false;
   }
+}
+
+bool BranchStepper::patch_stop(LinuxThread& t, int status) {
+  if (!patch_) return false;
+  uint64_t flow = 0;
+  switch (patch_->on_stop(t, status, &flow)) {
+    case PatchTracer::StopKind::None:
+      return false;
+    case PatchTracer::StopKind::Consumed:
+      if (!host_.stopping()) host_.resume(t, 0);
+      return true;
+    case PatchTracer::StopKind::Miss:
+      internal_hit(t, flow);  // as if the engine's int3 were there
+      return true;
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------- control-flow instructions
@@ -316,6 +341,17 @@ void BranchStepper::stepbranch_step_done(LinuxThread& t) {
 }
 
 void BranchStepper::settle(LinuxThread& t) {
+  if (patch_) {
+    patch_->suspend(&t);
+    const auto& s = patch_->stats();
+    std::string line = fmt::format(
+        "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
+        "unknown ret/indirect targets, {} step-outs, {} installs{}",
+        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs,
+        patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
+    if (host_.logging()) host_.log_line(line);
+    tracer_->set_patch_status(std::move(line));
+  }
   commit_plan(t, host_.pc(t.tid));
   arm(t, 0);
   if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(memory_, t.lifted_step->lifted);

@@ -19,6 +19,7 @@
 
 #include "backend/branch_engine.h"
 #include "backend/breakpoints.h"
+#include "backend/btrace/patch_tracer.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/decoder.h"
 #include "backend/flow_emulator.h"
@@ -103,6 +104,30 @@ class BranchStepper {
 
   uint64_t emulated_flows() const { return emulated_flows_; }
 
+  // ---- block patching (--btrace-source=patch, backend/btrace/patch_tracer.h) ----
+  // A wait status of t before the dispatcher reads it: true when it was patching's own (a full
+  // ring, or a ret/indirect stub that met an unknown target) and is handled.
+  bool patch_stop(LinuxThread& t, int status);
+  // Original bytes back in memory, the thread out of the stubs (reported stops, pauses,
+  // detach, vfork). t: the thread at hand, if any.
+  void patch_suspend(LinuxThread* t) {
+    if (patch_) patch_->suspend(t);
+  }
+  void patch_thread_created(LinuxThread& t) {
+    if (patch_) patch_->thread_created(t);
+  }
+  void patch_restore_into(const ProcMemory& child) const {
+    if (patch_) patch_->restore_into(child);
+  }
+  void patch_unshadow(uint64_t addr, std::span<uint8_t> buf) const {
+    if (patch_) patch_->unshadow(addr, buf);
+  }
+  void patch_invalidate(uint64_t addr, uint64_t len) {
+    if (patch_) patch_->invalidate(addr, len);
+  }
+  void patch_reset() { patch_.reset(); }  // exec: a new image
+  const PatchTracer* patcher() const { return patch_.get(); }
+
  private:
   FlowInsn insn_at(uint64_t addr);  // the instruction at addr as a FlowInsn (Trap if not flow)
 
@@ -114,6 +139,7 @@ class BranchStepper {
   const RegisterLayout& layout_;
   RegisterFile scratch_regs_;  // emulate(): reused register file
   uint64_t emulated_flows_ = 0;
+  std::unique_ptr<PatchTracer> patch_;  // made when a patch-traced thread first continues
 };
 
 }  // namespace backend

@@ -664,6 +664,7 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) return handle_exit(*t, status);
   if (!WIFSTOPPED(status)) return;
   t->running = false;
+  if (stepper_.patch_stop(*t, status)) return;  // block patching's own stop (a full ring, a stub's miss)
   int sig = WSTOPSIG(status), event = status >> 16;
   if (sig == SIGTRAP && event != 0) return handle_ptrace_event(*t, event);
   if (sig == (SIGTRAP | 0x80)) return handle_syscall_stop(*t);
@@ -850,6 +851,7 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
   bool keep_going = !stopping();
   switch (event) {
     case PTRACE_EVENT_CLONE: {
+      stepper_.patch_thread_created(t);  // block patching is single-threaded: original code from here
       // A lone thread running ahead of its watch checks has an int3 in shared memory: the new
       // thread could meet it. From now on both step.
       if (t.in<run::WatchStep>()) stepper_.arm(t, 0);
@@ -897,8 +899,10 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
   if (event == PTRACE_EVENT_FORK) {
     ProcMemory child_mem(child);
     breakpoints_.restore_into(child_mem);
+    stepper_.patch_restore_into(child_mem);
   } else {
     breakpoints_.restore_into(mem_);
+    stepper_.patch_suspend(&t);  // the child runs in our memory: original code
   }
   DebugRegisters::clear_thread(child);
   bool tell = event == PTRACE_EVENT_FORK ? report_forks_ : report_vforks_;
@@ -942,6 +946,7 @@ void LinuxProcess::handle_exec() {
   breakpoints_.clear();
   conditions_.clear();
   code_cache_.clear();
+  stepper_.patch_reset();
   watch_.forget_code();
   mem_.open(pid_);
   (void)debug_.apply(pid_);
@@ -1068,6 +1073,7 @@ void LinuxProcess::stop_all_sync() {
   std::optional<StopEvent> unreported = chosen_ ? chosen_ : ready_event_;
   if (unreported && alive_)
     if (LinuxThread* t = find(unreported->tid); t && !t->pending) t->pending = unreported;
+  if (alive_) stepper_.patch_suspend(nullptr);  // stopped without a report: no patch shows either
   chosen_.reset();
   ready_event_.reset();
   phase_ = Phase::Stopped;
@@ -1093,6 +1099,7 @@ Result<void> LinuxProcess::detach() {
   if (!alive_) return {};
   stop_all_sync();
   if (!alive_) return {};
+  stepper_.patch_suspend(nullptr);
   breakpoints_.restore_all(mem_);
   for (auto& [tid, t] : threads_) {
     DebugRegisters::clear_thread(tid);

@@ -56,6 +56,7 @@ Result<size_t> LinuxProcess::read_memory(uint64_t addr, std::span<uint8_t> out) 
   auto n = mem_.read(addr, out);
   if (!n) return n;
   breakpoints_.unshadow(addr, out.first(*n));
+  stepper_.patch_unshadow(addr, out.first(*n));
   return n;
 }
 
@@ -64,6 +65,7 @@ Result<size_t> LinuxProcess::write_memory(uint64_t addr, std::span<const uint8_t
   std::vector<uint8_t> copy(data.begin(), data.end());
   breakpoints_.shadow_write(addr, copy);  // keeps our int3s, remembers the new originals
   code_cache_.invalidate(addr, copy.size());
+  stepper_.patch_invalidate(addr, copy.size());
   watch_.invalidate_code(addr, copy.size());
   // Non-stop: a running thread must never execute half-written code; one byte is written at
   // once, more with the running threads paused for the instant of the write.

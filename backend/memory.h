@@ -22,6 +22,7 @@ class ProcMemory {
   // (Re)opens /proc/pid/mem: needed again after exec (the old file refers to the old mm).
   void open(pid_t pid);
   void close();
+  pid_t pid() const { return pid_; }
   // Reads as much as possible from addr; returns the readable prefix length, or an error when
   // not even the first byte was readable.
   Result<size_t> read(uint64_t addr, std::span<uint8_t> out) const;

@@ -82,6 +82,8 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       options.test_pt_aux = arg.substr(14);
     } else if (arg.starts_with("--test-lbr-snapshots=")) {
       options.test_lbr_snapshots = arg.substr(21);
+    } else if (arg.starts_with("--test-patch-ring=")) {
+      options.test_patch_ring = std::strtoull(arg.c_str() + 18, nullptr, 0);
     } else if (arg == "--test-singleblock") {
       options.test_singleblock = true;
     } else if (arg == "--selftest") {
@@ -132,7 +134,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_flag("--no-file-writes", no_writes);
   app.add_flag("--probe", options.probe);
   app.add_option("--btrace-source", options.btrace_source)
-      ->check(CLI::IsMember({"auto", "bts", "lbr", "soft"}));
+      ->check(CLI::IsMember({"auto", "bts", "lbr", "soft", "patch"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
   app.add_option("--coverage", options.coverage_file);
@@ -154,7 +156,9 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "  --disable-randomization, --no-disable-randomization\n"
                                     "  --no-file-writes      refuse vFile writes and unlinks (allowed by default,\n"
                                     "                        as in gdbserver; --allow-file-writes is accepted)\n"
-                                    "  --btrace-source=auto|bts|lbr|soft\n"
+                                    "  --btrace-source=auto|bts|lbr|soft|patch\n"
+                                    "                        patch: the software source with hot block ends\n"
+                                    "                        patched to record in the program (never picked by auto)\n"
                                     "  --watchpoints=auto|hardware|software\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
                                     "                        or emulated by single-stepping (auto: hardware where\n"
@@ -176,11 +180,11 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
     return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
   bool test_feeds = !options.test_bts_ring.empty() || !options.test_pt_aux.empty() ||
-                    !options.test_lbr_snapshots.empty() || options.test_singleblock;
+                    !options.test_lbr_snapshots.empty() || options.test_singleblock || options.test_patch_ring;
   const char* test_only = std::getenv("BRANCHSTUB_TEST_ONLY");
   if (test_feeds && !(test_only && std::string(test_only) == "1"))
     return EarlyExit{2, "branchstub: --test-bts-ring, --test-pt-aux, --test-lbr-snapshots and "
-                        "--test-singleblock make the server serve branch data from files or use a "
+                        "--test-singleblock, --test-patch-ring make the server serve branch data from files or use a "
                         "mechanism the probe refused: TEST ONLY. Set "
                         "BRANCHSTUB_TEST_ONLY=1 in the environment if this is a test.\n"};
   if (no_shell) options.startup_with_shell = false;

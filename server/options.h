@@ -37,7 +37,7 @@ struct ServerOptions {
   bool disable_randomization = true;
   bool allow_file_writes = true;  // vFile writes and unlinks, as gdbserver; --no-file-writes
   bool probe = false;
-  std::string btrace_source = "auto";  // auto | bts | lbr | soft
+  std::string btrace_source = "auto";  // auto | bts | lbr | soft | patch
   std::string watchpoints = "auto";    // auto | hardware | software (see backend/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
@@ -45,6 +45,9 @@ struct ServerOptions {
   // --test-pt-aux=FILE, --test-lbr-snapshots=FILE). Not in --help; refused unless the
   // environment has BRANCHSTUB_TEST_ONLY=1, so nobody turns them on by accident.
   std::string test_bts_ring, test_pt_aux, test_lbr_snapshots;
+  // TEST ONLY: --btrace-source=patch's ring in the program holds this many bytes (a tiny ring
+  // makes the full-ring trap happen in a short test).
+  uint64_t test_patch_ring = 0;
   // TEST ONLY (--test-singleblock, same rule): stepbranch uses PTRACE_SINGLEBLOCK even where the
   // probe saw BTF ignored, so that the block-step classifier's fallback runs on such hosts.
   bool test_singleblock = false;

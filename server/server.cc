@@ -104,6 +104,7 @@ const backend::TraceSetup& Server::trace_setup() {
     }
   }
   setup.test_bts_ring = options_.test_bts_ring;
+  setup.test_patch_ring = options_.test_patch_ring;
   if (!options_.test_bts_ring.empty() || !options_.test_pt_aux.empty() || !options_.test_lbr_snapshots.empty())
     log_.notice("TEST ONLY: branch data is replayed from files (--test-*), not recorded by the hardware.");
   trace_setup_ = std::move(setup);
@@ -120,6 +121,7 @@ backend::TraceSource Server::btrace_source() const {
   if (options_.btrace_source == "bts") return backend::TraceSource::PerfBts;
   if (options_.btrace_source == "lbr") return backend::TraceSource::Lbr;
   if (options_.btrace_source == "soft") return backend::TraceSource::Software;
+  if (options_.btrace_source == "patch") return backend::TraceSource::Patch;
   return backend::TraceSource::Auto;
 }
 

@@ -118,6 +118,7 @@ Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {
     trace.last_stop_pc = pc;
   } else {
     trace.kind = Kind::Software;
+    trace.patch = preferred_ == TraceSource::Patch;
   }
   trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
   trace.ring->set_origin(pc);
@@ -204,9 +205,11 @@ std::string TraceManager::source_name() const {
       case TraceSource::PerfBts: return "perf-bts";
       case TraceSource::Lbr: return "lbr";
       case TraceSource::Software: return "software";
+      case TraceSource::Patch: return "patch";
       case TraceSource::Auto: return "auto (perf-bts where it works, else software)";
     }
   }
+  if (preferred_ == TraceSource::Patch && last_kind_ == Kind::Software) return "patch";
   return name_of(last_kind_);
 }
 
@@ -247,10 +250,19 @@ std::vector<std::string> TraceManager::explain() const {
   else if (setup_.pt || !setup_.test_pt_aux.empty()) out.push_back("pt: available: GDB's 'record btrace pt' uses it.");
   else out.push_back("pt: not available: " + (setup_.pt_unavailable.empty() ? std::string("no intel_pt PMU") : setup_.pt_unavailable));
   // software
-  if (uses_soft) out.push_back(preferred_ == TraceSource::Auto ? "software: used: auto falls back to it (every branch, decoded and emulated)."
+  if (uses_soft && preferred_ == TraceSource::Patch)
+    out.push_back("software: used with block patching (--btrace-source=patch): hot block ends record into a ring in "
+                  "the program, the rest stops per block.");
+  else if (uses_soft) out.push_back(preferred_ == TraceSource::Auto ? "software: used: auto falls back to it (every branch, decoded and emulated)."
                                                                : "software: used (--btrace-source=soft).");
   else out.push_back("software: always available; used when nothing better is.");
+  if (preferred_ == TraceSource::Patch && !patch_status_.empty()) out.push_back(patch_status_);
   return out;
+}
+
+bool TraceManager::patch_traced(pid_t tid) const {
+  auto it = threads_.find(tid);
+  return it != threads_.end() && it->second.kind == Kind::Software && it->second.patch && it->second.client;
 }
 
 bool TraceManager::software_traced(pid_t tid) const {
@@ -264,6 +276,17 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   // LBR rings are filled from the module's snapshots, never from the engine.
   if (it->second.ring && it->second.kind == Kind::Software) it->second.ring->push(from, to);
   if (it->second.coverage && sink_) sink_->branch(tid, from, to);
+}
+
+void TraceManager::record_many(pid_t tid, std::span<const Branch> branches) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return;
+  ThreadTrace& t = it->second;
+  bool ring = t.ring && t.kind == Kind::Software, sink = t.coverage && sink_;
+  for (const Branch& b : branches) {
+    if (ring) t.ring->push(b.from, b.to);
+    if (sink) sink_->branch(tid, b.from, b.to);
+  }
 }
 
 void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 
 #include "backend/btrace/branch_ring.h"
 #include "backend/btrace/lbr_feed.h"
@@ -54,7 +55,12 @@ class TraceManager : public BranchTracer {
   // Threads whose branches the engine must record itself (software source, and every thread
   // traced for coverage whatever the client's source).
   bool software_traced(pid_t tid) const;
+  // Client-recorded software threads of --btrace-source=patch: the engine may run them through
+  // patched code (their branches come from the inferior's ring, then from the engine as usual).
+  bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
+  // Many branches of one thread, oldest first (block patching drains its ring with one call).
+  void record_many(pid_t tid, std::span<const Branch> branches);
   // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
   // thread not traced yet (created since) is traced from here.
   void thread_stopped(pid_t tid);
@@ -64,6 +70,9 @@ class TraceManager : public BranchTracer {
   // the engine must run it traced (software_traced() is true for it afterwards).
   void thread_created(pid_t tid);
   void set_lbr_reader(LbrReader reader);
+  // --btrace-source=patch: what block patching did so far (a line of explain()).
+  void set_patch_status(std::string line) { patch_status_ = std::move(line); }
+  uint64_t patch_ring_bytes() const { return setup_.test_patch_ring; }
 
  private:
   enum class Kind { Software, PerfBts, Lbr, Pt };
@@ -71,6 +80,7 @@ class TraceManager : public BranchTracer {
     Kind kind = Kind::Software;
     bool client = false;                     // enable()d: GDB reads its history
     bool coverage = false;                   // traced for the coverage sink
+    bool patch = false;                      // Software, recorded through patched code where it can
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     std::unique_ptr<PerfPtSource> pt;        // Pt
@@ -95,6 +105,7 @@ class TraceManager : public BranchTracer {
   Kind last_kind_ = Kind::Software;
   std::string bts_refused_;  // auto: why perf BTS was not used (the last enable's error)
   std::string lbr_error_;    // the last failure to read a window
+  std::string patch_status_;
 };
 
 }  // namespace backend

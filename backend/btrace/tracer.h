@@ -19,7 +19,9 @@ namespace backend {
 
 class LbrFeed;
 
-enum class TraceSource { Auto, PerfBts, Lbr, Software };
+// Patch: the software source with hot block ends patched to record into a ring in the
+// inferior (backend/btrace/patch_tracer.h); only when asked for (auto never picks it).
+enum class TraceSource { Auto, PerfBts, Lbr, Software, Patch };
 // The format GDB asked for: Qbtrace:bts (blocks) or Qbtrace:pt (a raw Intel PT stream).
 enum class TraceFormat { Bts, Pt };
 
@@ -37,6 +39,7 @@ struct TraceSetup {
   // read from files a test writes as the kernel would, instead of a perf event.
   std::string test_bts_ring;
   std::string test_pt_aux;
+  uint64_t test_patch_ring = 0;  // bytes of the block-patching ring (0: its default)
 };
 
 struct PtData {

@@ -66,6 +66,9 @@ TEST_CASE("shell, randomization, btrace source, version and help") {
   CHECK_FALSE(o.disable_randomization);
   CHECK(o.btrace_source == "soft");
   CHECK(std::holds_alternative<EarlyExit>(parse({"--btrace-source=magic", ":1", "p"})));
+  auto patch = parse({"--btrace-source=patch", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(patch));
+  CHECK(std::get<ServerOptions>(patch).btrace_source == "patch");
   auto v = parse({"--version"});
   REQUIRE(std::holds_alternative<EarlyExit>(v));
   CHECK(std::get<EarlyExit>(v).code == 0);
@@ -204,7 +207,7 @@ TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
 TEST_CASE("test-only branch data feeds need BRANCHSTUB_TEST_ONLY=1") {
   ::unsetenv("BRANCHSTUB_TEST_ONLY");
   for (const char* opt : {"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
-                          "--test-singleblock"}) {
+                          "--test-singleblock", "--test-patch-ring=4096"}) {
     auto r = parse({opt, ":1234", "./prog"});
     REQUIRE(std::holds_alternative<EarlyExit>(r));
     CHECK(std::get<EarlyExit>(r).code == 2);
@@ -214,7 +217,7 @@ TEST_CASE("test-only branch data feeds need BRANCHSTUB_TEST_ONLY=1") {
   CHECK(std::holds_alternative<EarlyExit>(parse({"--test-bts-ring=/tmp/r", ":1234", "./prog"})));
   ::setenv("BRANCHSTUB_TEST_ONLY", "1", 1);
   auto r = parse({"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
-                  "--test-singleblock", ":1234", "./prog"});
+                  "--test-singleblock", "--test-patch-ring=8192", ":1234", "./prog"});
   ::unsetenv("BRANCHSTUB_TEST_ONLY");
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   auto& o = std::get<ServerOptions>(r);
@@ -222,6 +225,7 @@ TEST_CASE("test-only branch data feeds need BRANCHSTUB_TEST_ONLY=1") {
   CHECK(o.test_pt_aux == "/tmp/a");
   CHECK(o.test_lbr_snapshots == "/tmp/s");
   CHECK(o.test_singleblock);
+  CHECK(o.test_patch_ring == 8192);
   // not advertised
   auto help = parse({"--help"});
   CHECK(std::get<EarlyExit>(help).text.find("--test-") == std::string::npos);

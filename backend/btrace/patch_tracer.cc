@@ -1,0 +1,531 @@
+#include "backend/btrace/patch_tracer.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/btrace/patch_inject.h"
+#include "backend/proc_info.h"
+
+namespace backend {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kRingBytes = 1 << 20;        // 256 Ki direct branches between drains
+constexpr uint32_t kTableSlots = 1 << 17;       // instrumented block starts (half used at most)
+constexpr uint64_t kMinCodeArea = 1 << 20;
+constexpr uint64_t kMaxCodeArea = 64 << 20;
+constexpr long kMapFixedNoReplace = 0x100000;   // MAP_FIXED_NOREPLACE (Linux 4.17)
+
+bool failed(int64_t r) { return r < 0 && r > -4096; }
+
+uint64_t pc_of(pid_t tid) {
+  errno = 0;
+  long v = ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
+  return errno ? 0 : static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+PatchTracer::PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code,
+                         std::unique_ptr<TraceManager>& tracer)
+    : mem_(mem), breakpoints_(breakpoints), code_(code), tracer_(tracer), pid_(mem.pid()) {}
+
+PatchTracer::~PatchTracer() = default;
+
+PatchTracer::Region* PatchTracer::region_of(uint64_t addr) {
+  for (auto& r : regions_)
+    if (addr >= r.lo && addr < r.hi) return &r;
+  return nullptr;
+}
+
+const PatchTracer::Region* PatchTracer::region_of(uint64_t addr) const {
+  for (const auto& r : regions_)
+    if (addr >= r.lo && addr < r.hi) return &r;
+  return nullptr;
+}
+
+bool PatchTracer::enters_patched(uint64_t target) const { return installed_ && region_of(target) != nullptr; }
+
+void PatchTracer::disable(std::string why, LinuxThread* t) {
+  if (disabled_.empty()) disabled_ = std::move(why);
+  suspend(t);
+}
+
+// ---------------------------------------------------------------- setting up
+
+Result<void> PatchTracer::setup(pid_t tid) {
+  auto exe = read_exe_path(pid_);
+  auto maps = read_memory_map(pid_);
+  if (!exe || !maps) return Error{EIO, "cannot read the process's memory map"};
+  for (const auto& m : *maps) {
+    if (!m.exec || m.name != *exe) continue;
+    if (!regions_.empty() && regions_.back().hi == m.start) regions_.back().hi = m.end;
+    else regions_.push_back(Region{m.start, m.end});
+  }
+  if (regions_.empty()) return Error{ENOENT, "no executable mapping of the main program"};
+  // The data area: [head][ring][guard][table]; anywhere (stubs address it absolutely).
+  uint64_t table_bytes = uint64_t{kTableSlots} * 8;
+  uint64_t ring_bytes = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
+  data_size_ = kPage + ring_bytes + kPage + table_bytes;
+  auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
+                                 {0, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                  static_cast<uint64_t>(-1), 0});
+  if (!r) return r.error();
+  if (failed(*r)) return Error{static_cast<int>(-*r), "mmap in the program failed"};
+  data_ = static_cast<uint64_t>(*r);
+  head_addr_ = data_;
+  ring_begin_ = data_ + kPage;
+  ring_end_ = ring_begin_ + ring_bytes;
+  table_addr_ = ring_end_ + kPage;
+  table_mask_ = kTableSlots - 1;
+  auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {ring_end_, kPage, PROT_NONE, 0, 0, 0});
+  if (!g || *g != 0) return Error{EIO, "mprotect of the ring's guard page failed"};
+  uint8_t head[8];
+  std::memcpy(head, &ring_begin_, 8);
+  if (auto w = mem_.write(head_addr_, head); !w || *w != 8) return Error{EIO, "cannot write the ring head"};
+  table_.assign(kTableSlots, 0);
+  table_used_ = 0;
+  ready_ = true;
+  return {};
+}
+
+Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
+  auto maps = read_memory_map(pid_);
+  if (!maps) return maps.error();
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  for (const auto& m : *maps) used.emplace_back(m.start, m.end);
+  std::sort(used.begin(), used.end());
+  uint64_t size = std::clamp<uint64_t>(((r.hi - r.lo) * 4 + kMinCodeArea) & ~(kPage - 1), kMinCodeArea, kMaxCodeArea);
+  auto at = patch::free_range_near(used, r.lo, r.hi, size);
+  if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
+  auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
+                                 {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
+                                  static_cast<uint64_t>(-1), 0});
+  if (!m) return m.error();
+  if (failed(*m)) return Error{static_cast<int>(-*m), "mmap of the stub area failed"};
+  if (static_cast<uint64_t>(*m) != *at) {  // an old kernel ignored MAP_FIXED_NOREPLACE
+    (void)patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {static_cast<uint64_t>(*m), size, 0, 0, 0, 0});
+    return Error{ENOMEM, "the stub area could not be placed near the code"};
+  }
+  r.code_begin = r.code_next = *at;
+  r.code_end = *at + size;
+  return {};
+}
+
+// ---------------------------------------------------------------- running
+
+bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping) {
+  if (!disabled_.empty()) return false;
+  if (!tracer_->patch_traced(t.tid) || watch_stepping) {
+    if (installed_ && t.tid == owner_) suspend(&t);
+    return false;
+  }
+  if (owner_ == 0) {
+    owner_ = t.tid;
+    if (list_tasks(pid_).size() > 1) {
+      disable("more than one thread (block patching handles single-threaded programs)", &t);
+      return false;
+    }
+  }
+  if (t.tid != owner_) {
+    disable("more than one thread (block patching handles single-threaded programs)", nullptr);
+    return false;
+  }
+  if (!ready_) {
+    if (auto r = setup(t.tid); !r) {
+      disable(r.error().message, &t);
+      return false;
+    }
+  }
+  uint64_t pc = pc_of(t.tid);
+  Region* r = region_of(pc);
+  if (!r) return false;
+  if (!r->code_begin) {
+    if (auto m = map_code_area(t.tid, *r); !m) {
+      disable(m.error().message, &t);
+      return false;
+    }
+  }
+  if (!installed_) install_all();
+  instrument(t.tid, pc);
+  return true;
+}
+
+void PatchTracer::table_insert(uint64_t target) {
+  if (!ready_ || target == 0 || table_used_ * 2 >= table_.size()) return;
+  for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
+    if (table_[i] == target) return;
+    if (table_[i] != 0) continue;
+    table_[i] = target;
+    ++table_used_;
+    uint8_t bytes[8];
+    std::memcpy(bytes, &target, 8);
+    (void)mem_.write(table_addr_ + uint64_t{i} * 8, bytes);
+    return;
+  }
+}
+
+// Every block reachable from pc through direct edges inside the region gets its end planned
+// (a patch, or an int3 where no patch fits); a block start inside a patch moves that patch.
+void PatchTracer::instrument(pid_t tid, uint64_t pc) {
+  std::vector<uint64_t> work{pc};
+  std::vector<uint64_t> dirty, fresh;
+  while (!work.empty()) {
+    uint64_t b = work.back();
+    work.pop_back();
+    if (visited_.count(b) || !region_of(b)) continue;
+    auto block = code_.block_at(b);
+    if (!block) continue;  // an edge to it stays an int3 (its site sees it unvisited)
+    visited_.insert(b);
+    fresh.push_back(b);
+    const FlowInsn& f = block->end;
+    Site& s = sites_[f.addr];
+    if (!s.planned || b > s.latest_start) {
+      s.latest_start = std::max(s.latest_start, b);
+      if (s.latest_start == b) s.block = *block;
+      s.planned = false;
+      dirty.push_back(f.addr);
+    }
+    uint64_t next = f.addr + f.len;
+    switch (f.kind) {
+      case FlowKind::CondJump:
+      case FlowKind::Loop:
+        if (f.direct_target) work.push_back(*f.direct_target);
+        if (f.len) work.push_back(next);
+        break;
+      case FlowKind::Jump:
+        if (f.direct_target) work.push_back(*f.direct_target);
+        break;
+      case FlowKind::Call:
+        if (f.direct_target) work.push_back(*f.direct_target);
+        if (f.len) work.push_back(next);  // where its ret comes back to
+        break;
+      default:
+        break;
+    }
+  }
+  std::sort(dirty.begin(), dirty.end());
+  dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+  for (uint64_t a : dirty) {
+    Site& s = sites_[a];
+    plan_site(tid, a, s);
+    install(s);
+  }
+  // Block starts go into the table only once the ends they lead to are planned: a stub that
+  // finds a target there jumps to it.
+  for (uint64_t b : fresh) table_insert(b);
+}
+
+void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
+  (void)tid;
+  uninstall(s);
+  s.planned = true;
+  s.patchable = false;
+  const FlowInsn& f = s.block.end;
+  if (f.len == 0 || f.addr != flow_addr) return;
+  uint64_t next = f.addr + f.len;
+  auto known = [&](uint64_t a) { return visited_.count(a) != 0; };
+  uint64_t target = 0;
+  switch (f.kind) {
+    case FlowKind::CondJump:
+    case FlowKind::Loop:
+      if (!f.direct_target || !known(*f.direct_target) || !known(next)) return;
+      target = *f.direct_target;
+      break;
+    case FlowKind::Jump:
+    case FlowKind::Call:
+      if (!f.direct_target || !known(*f.direct_target)) return;
+      target = *f.direct_target;
+      break;
+    case FlowKind::Return:
+    case FlowKind::IndirectJump:
+    case FlowKind::IndirectCall:
+      break;
+    default:
+      return;
+  }
+  std::vector<uint8_t> bytes(next - s.latest_start);
+  if (bytes.size() > 64 * 1024) bytes.erase(bytes.begin(), bytes.end() - 64 * 1024);
+  uint64_t from = next - bytes.size();
+  size_t got = code_.reader()(from, bytes);
+  if (got != bytes.size()) return;
+  // Decode the tail of the block: back off far enough to cover 5 bytes before the end, but
+  // from an instruction boundary, i.e. from the block start (kept short for long blocks).
+  auto insns = patch::decode_all(bytes, from);
+  if (!insns || insns->empty() || insns->back().addr != f.addr || insns->back().len != f.len) return;
+  if ((f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall) &&
+      !patch::dynamic_supported(insns->back(), f.kind))
+    return;
+  auto k = patch::choose_displacement(*insns, s.latest_start);
+  if (!k) return;
+  Region* r = region_of(f.addr);
+  if (!r || !r->code_begin) return;
+  patch::StubSpec spec;
+  spec.kind = f.kind;
+  spec.displaced.assign(insns->begin() + static_cast<std::ptrdiff_t>(*k), insns->end() - 1);
+  spec.flow = insns->back();
+  spec.target = target;
+  spec.edge_id = static_cast<uint32_t>(edges_.size());
+  spec.head_addr = head_addr_;
+  spec.table_addr = table_addr_;
+  spec.table_mask = table_mask_;
+  auto stub = patch::build_stub(spec, r->code_next);
+  if (!stub || r->code_next + stub->code.size() > r->code_end) return;
+  if (auto w = mem_.write(r->code_next, stub->code); !w || *w != stub->code.size()) return;
+  edges_.push_back(Edge{f.addr, target, f.len});
+  uint64_t begin = (*insns)[*k].addr;
+  auto jmp = patch::jmp_rel32(begin, r->code_next);
+  if (!jmp) return;
+  StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores};
+  stubs_[r->code_next] = std::move(info);
+  r->code_next += (stub->code.size() + 15) & ~size_t{15};
+  s.begin = begin;
+  s.end = next;
+  s.original.assign(bytes.begin() + static_cast<std::ptrdiff_t>(begin - from), bytes.end());
+  s.patched = *jmp;
+  s.patched.resize(s.end - s.begin, 0xcc);  // bytes after the jmp: never executed
+  s.patchable = true;
+}
+
+void PatchTracer::install(Site& s) {
+  if (!installed_ || !s.planned || s.installed != Installed::None) return;
+  auto flow = s.block.end.addr;
+  bool conflict = false;
+  if (s.patchable)
+    for (uint64_t a = s.begin; a < s.end && !conflict; ++a) conflict = breakpoints_.contains(a);
+  if (s.patchable && !conflict) {
+    if (auto w = mem_.write(s.begin, s.patched); w && *w == s.patched.size()) {
+      s.installed = Installed::Patch;
+      ranges_[s.begin] = flow;
+      return;
+    }
+  }
+  if (breakpoints_.insert(mem_, flow, BreakpointOwner::Internal)) {
+    s.installed = Installed::Int3;
+  }
+}
+
+void PatchTracer::uninstall(Site& s) {
+  if (s.installed == Installed::Patch) {
+    (void)mem_.write(s.begin, s.original);
+    ranges_.erase(s.begin);
+  } else if (s.installed == Installed::Int3) {
+    (void)breakpoints_.remove(mem_, s.block.end.addr, BreakpointOwner::Internal);
+  }
+  s.installed = Installed::None;
+}
+
+void PatchTracer::install_all() {
+  installed_ = true;
+  ++stats_.installs;
+  for (auto& [addr, s] : sites_) install(s);
+}
+
+void PatchTracer::suspend(LinuxThread* t) {
+  if (!installed_) return;
+  if (owner_) {
+    normalize(owner_);
+    drain(t && t->tid == owner_ ? t : nullptr);
+  }
+  stats_.patched_sites = stats_.int3_sites = 0;
+  for (auto& [addr, s] : sites_) {
+    stats_.patched_sites += s.installed == Installed::Patch;
+    stats_.int3_sites += s.installed == Installed::Int3;
+    uninstall(s);
+  }
+  installed_ = false;
+}
+
+void PatchTracer::thread_created(LinuxThread& t) {
+  disable("more than one thread (block patching handles single-threaded programs)", t.tid == owner_ ? &t : nullptr);
+}
+
+// ---------------------------------------------------------------- stops
+
+const PatchTracer::StubInfo* PatchTracer::stub_at(uint64_t pc, uint64_t* base) const {
+  auto it = stubs_.upper_bound(pc);
+  if (it == stubs_.begin()) return nullptr;
+  --it;
+  if (pc >= it->first + it->second.len) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+size_t PatchTracer::drain(LinuxThread* t) {
+  if (!ready_ || !owner_) return 0;
+  uint64_t head = 0;
+  auto n = mem_.read(head_addr_, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&head), 8));
+  if (!n || *n != 8 || head <= ring_begin_ || head > ring_end_) return 0;
+  drain_buf_.resize(head - ring_begin_);
+  auto got = mem_.read(ring_begin_, drain_buf_);
+  if (!got) return 0;
+  size_t count = 0;
+  Branch last;
+  batch_.clear();
+  for (size_t i = 0; i + 4 <= *got;) {
+    uint32_t word;
+    std::memcpy(&word, drain_buf_.data() + i, 4);
+    i += 4;
+    uint32_t id = word & ~patch::kDynamicEntry;
+    if (id >= edges_.size()) break;  // cannot happen: stubs only write ids we made
+    const Edge& e = edges_[id];
+    uint64_t to = e.to;
+    if (word & patch::kDynamicEntry) {
+      if (i + 8 > *got) break;
+      std::memcpy(&to, drain_buf_.data() + i, 8);
+      i += 8;
+    }
+    if (to == e.from + e.len) continue;  // to the next instruction: straight-line in a trace
+    last = Branch{e.from, to};
+    batch_.push_back(last);
+    ++count;
+  }
+  tracer_->record_many(owner_, batch_);
+  uint8_t reset[8];
+  std::memcpy(reset, &ring_begin_, 8);
+  (void)mem_.write(head_addr_, reset);
+  stats_.drained += count;
+  if (count && t) {
+    t->cursor.block_start = last.to;
+    t->cursor.last_flow = last.from;
+    t->cursor.last_flow_taken = true;
+  }
+  return count;
+}
+
+// A thread stopped inside a stub goes back to the original address it stands for where nothing
+// of the control-flow instruction has happened yet; elsewhere it is stepped to the stub's end.
+void PatchTracer::normalize(pid_t tid) {
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return;
+  uint64_t base = 0;
+  const StubInfo* info = stub_at(regs.rip, &base);
+  if (!info) return;
+  for (const auto& [off, addr] : info->exact)
+    if (regs.rip == base + off) {
+      regs.rip = addr;
+      ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+      return;
+    }
+  ++stats_.step_outs;
+  std::vector<int> signals;
+  for (int steps = 0; steps < 512; ++steps) {
+    if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+    int status = 0;
+    while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+    if (!WIFSTOPPED(status)) return;
+    int sig = WSTOPSIG(status);
+    if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) break;
+    if (sig == SIGSEGV) {
+      siginfo_t si{};
+      ::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+      auto addr = reinterpret_cast<uint64_t>(si.si_addr);
+      if (addr >= ring_end_ && addr < ring_end_ + kPage) {  // the ring filled up on the way out
+        drain(nullptr);
+        regs.rax = ring_begin_;
+        ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+        ++stats_.ring_full;
+        continue;
+      }
+    }
+    if (sig != SIGTRAP) {
+      signals.push_back(sig);
+      continue;
+    }
+    if (info->miss_int3 && regs.rip - 1 == base + *info->miss_int3) {
+      regs.rip = info->flow;  // the engine executes it at the next run
+      ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+      break;
+    }
+    if (regs.rip < base || regs.rip >= base + info->len) break;
+  }
+  for (int sig : signals) ::syscall(SYS_tgkill, pid_, tid, sig);
+}
+
+PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
+  if (!installed_ || t.tid != owner_ || !WIFSTOPPED(status)) return StopKind::None;
+  drain(&t);
+  int sig = WSTOPSIG(status);
+  if ((status >> 16) != 0 || sig == (SIGTRAP | 0x80) || sig == SIGSTOP) return StopKind::None;
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) return StopKind::None;
+  uint64_t base = 0;
+  if (sig == SIGTRAP) {
+    const StubInfo* info = stub_at(regs.rip - 1, &base);
+    if (info && info->miss_int3 && regs.rip - 1 == base + *info->miss_int3) {
+      regs.rip = info->flow;
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      *flow_addr = info->flow;
+      ++stats_.misses;
+      return StopKind::Miss;
+    }
+    return StopKind::None;
+  }
+  if (sig == SIGSEGV) {
+    siginfo_t si{};
+    ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
+    auto addr = reinterpret_cast<uint64_t>(si.si_addr);
+    const StubInfo* info = stub_at(regs.rip, &base);
+    if (info && addr >= ring_end_ && addr < ring_end_ + kPage &&
+        std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end()) {
+      regs.rax = ring_begin_;  // drained above: the store starts the ring again
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      ++stats_.ring_full;
+      return StopKind::Consumed;
+    }
+  }
+  // A signal for the program: it is seen at an original address.
+  normalize(t.tid);
+  drain(&t);
+  return StopKind::None;
+}
+
+// ---------------------------------------------------------------- memory
+
+void PatchTracer::restore_into(const ProcMemory& child) const {
+  for (const auto& [addr, s] : sites_)
+    if (s.installed == Installed::Patch) (void)child.write(s.begin, s.original);
+}
+
+void PatchTracer::unshadow(uint64_t addr, std::span<uint8_t> buf) const {
+  if (ranges_.empty() || buf.empty()) return;
+  uint64_t end = addr + buf.size();
+  auto it = ranges_.upper_bound(addr);
+  if (it != ranges_.begin()) --it;
+  for (; it != ranges_.end() && it->first < end; ++it) {
+    const Site& s = sites_.at(it->second);
+    for (uint64_t a = std::max(s.begin, addr); a < std::min(s.end, end); ++a) buf[a - addr] = s.original[a - s.begin];
+  }
+}
+
+void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
+  bool touches = false;
+  for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
+  if (!touches) return;
+  // Plans made from the old bytes are dropped (stubs stay allocated; the table is emptied so no
+  // stub trusts a target planned from them).
+  for (auto& [a, s] : sites_) uninstall(s);
+  sites_.clear();
+  visited_.clear();
+  ranges_.clear();
+  if (ready_) {
+    std::vector<uint8_t> zeros(table_.size() * 8, 0);
+    (void)mem_.write(table_addr_, zeros);
+    std::fill(table_.begin(), table_.end(), 0);
+    table_used_ = 0;
+  }
+}
+
+}  // namespace backend

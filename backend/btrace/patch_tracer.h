@@ -1,0 +1,152 @@
+// The block-patching trace source (--btrace-source=patch): the software engine's exact
+// history without a ptrace stop per block where a block end can be patched.
+//
+// A traced thread that continues from code of the main executable runs free: every block end
+// reachable from its pc through direct edges is instrumented first, either patched (a jmp rel32
+// over the control-flow instruction, and over the instructions before it when it is shorter
+// than 5 bytes, to a stub that appends the branch to a ring in the program and then does what
+// the original instruction did) or, where that is not possible, given an int3 that the
+// software engine handles as before (emulate, record, go on). ret and indirect jmp/call stubs
+// look the target up in a table of instrumented block starts and trap to the server (int3) when
+// it is not there, so execution never leaves instrumented code unseen. The server drains the
+// ring at each stop of the thread, before the engine records anything, into the thread's
+// BranchRing: GDB's btrace packets, limits and buffer sizes stay as they are.
+//
+// Invisible to the client: patches are in memory only while the process runs; at every reported
+// stop the thread is moved out of any stub (to the original address it stands for, or stepped
+// to the end of the stub) and every original byte is put back, so memory reads, Z0
+// breakpoints, single steps and registers see the program as it is. Reads while running (the
+// engine's decoder) get the original bytes through unshadow(). Slice 1 limits: single-threaded
+// processes (a second thread unpatches everything for good), the main executable only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/breakpoints.h"
+#include "backend/btrace/patch_encoder.h"
+#include "backend/btrace/trace_manager.h"
+#include "backend/decoder.h"
+#include "backend/linux_thread.h"
+#include "backend/memory.h"
+
+namespace backend {
+
+class PatchTracer {
+ public:
+  struct Stats {
+    uint64_t patched_sites = 0;   // block ends patched when the process last stopped
+    uint64_t int3_sites = 0;      // block ends left to the engine's stop then
+    uint64_t drained = 0;         // branches taken from the ring
+    uint64_t ring_full = 0;       // guard-page traps
+    uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
+    uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
+    uint64_t installs = 0;        // times the patches were written back (one per free run)
+  };
+
+  PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
+  ~PatchTracer();
+  PatchTracer(const PatchTracer&) = delete;
+  PatchTracer& operator=(const PatchTracer&) = delete;
+
+  // t (stopped, about to continue traced) may run free: the patches are in and everything
+  // reachable from its pc is instrumented. false: the engine runs it block by block.
+  bool prepare_run(LinuxThread& t, bool watch_stepping);
+  // The engine's planner must not follow a direct branch to this target (patched code).
+  bool enters_patched(uint64_t target) const;
+
+  enum class StopKind { None, Consumed, Miss };
+  // Every wait status of a stopped thread, before the engine looks at it. Drains the ring
+  // (t's cursor follows the last branch). Consumed: a full ring was drained (the thread is to
+  // be resumed as it was). Miss: a ret/indirect stub met an unknown target; the thread now
+  // stands on the original instruction at *flow_addr, which the engine must execute.
+  StopKind on_stop(LinuxThread& t, int status, uint64_t* flow_addr);
+  // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
+  // the stubs, the ring drained, every original byte put back. `t` may be any thread.
+  void suspend(LinuxThread* t);
+  // A second thread appeared: patching stops for this process (slice 1).
+  void thread_created(LinuxThread& t);
+  // A fork child got a copy of the patched code: put its original bytes back.
+  void restore_into(const ProcMemory& child) const;
+  // Reads: the original bytes of patched code.
+  void unshadow(uint64_t addr, std::span<uint8_t> buf) const;
+  // The client wrote memory: patches over it are forgotten (planned again from the new bytes).
+  void invalidate(uint64_t addr, uint64_t len);
+
+  const Stats& stats() const { return stats_; }
+  const std::string& disabled_reason() const { return disabled_; }
+  bool installed() const { return installed_; }
+
+ private:
+  struct Region {
+    uint64_t lo = 0, hi = 0;  // executable bytes of one module
+    uint64_t code_begin = 0, code_next = 0, code_end = 0;  // its stub area (0: not mapped yet)
+  };
+  struct StubInfo {
+    uint64_t flow = 0;   // the control-flow instruction it stands for
+    uint32_t len = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> exact;
+    std::optional<uint32_t> miss_int3;
+    std::vector<uint32_t> ring_stores;
+  };
+  enum class Installed { None, Patch, Int3 };
+  struct Site {
+    Block block;                    // decoded from latest_start
+    uint64_t latest_start = 0;      // the latest block start that ends at this instruction
+    bool planned = false;
+    bool patchable = false;         // false: an int3 site
+    uint64_t begin = 0, end = 0;    // patched bytes [begin, end)
+    std::vector<uint8_t> original, patched;
+    Installed installed = Installed::None;
+  };
+  struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; };
+
+  Region* region_of(uint64_t addr);
+  const Region* region_of(uint64_t addr) const;
+  void disable(std::string why, LinuxThread* t);
+  Result<void> setup(pid_t tid);
+  Result<void> map_code_area(pid_t tid, Region& r);
+  void instrument(pid_t tid, uint64_t pc);
+  void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+  void install(Site& s);
+  void uninstall(Site& s);
+  void install_all();
+  void table_insert(uint64_t target);
+  size_t drain(LinuxThread* t);
+  void normalize(pid_t tid);
+  const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
+
+  ProcMemory& mem_;
+  SoftwareBreakpoints& breakpoints_;
+  BlockCache& code_;
+  std::unique_ptr<TraceManager>& tracer_;
+  pid_t pid_ = 0;
+  pid_t owner_ = 0;
+  bool ready_ = false;
+  bool installed_ = false;
+  std::string disabled_;
+  std::vector<Region> regions_;
+  // The data area: ring head, ring, guard page, table of instrumented block starts.
+  uint64_t data_ = 0, data_size_ = 0, head_addr_ = 0, ring_begin_ = 0, ring_end_ = 0, table_addr_ = 0;
+  uint32_t table_mask_ = 0;
+  std::vector<uint64_t> table_;  // mirror of the inferior's table
+  size_t table_used_ = 0;
+  std::map<uint64_t, Site> sites_;           // by control-flow instruction address
+  std::map<uint64_t, uint64_t> ranges_;      // patched begin -> flow address (for unshadow)
+  std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
+  std::unordered_set<uint64_t> visited_;     // instrumented block starts
+  std::vector<Edge> edges_;                  // ring entry id -> branch
+  std::vector<uint8_t> drain_buf_;
+  std::vector<Branch> batch_;
+  Stats stats_;
+};
+
+}  // namespace backend

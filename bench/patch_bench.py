@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Issue 11's figures: the bench loop region (`bploop N`: from the first `hit` to `loop_done`)
+natively, under the software source and under the block-patching source.
+
+    /usr/bin/python3 bench/patch_bench.py --build BUILD [--soft-iters 55000] [--patch-iters 2000000] [--runs 3]
+
+native: wall time of `bploop N` minus `bploop 1` (both run to exit, median of --runs; N large
+so the loop dominates), per iteration. soft/patch: `record btrace` at the first `hit`, then the
+`continue` to `loop_done` timed inside GDB (Python perf_counter), per iteration; the record's
+instruction count is checked (16 per iteration + a constant) so the work was really recorded.
+Not a pass/fail test: it prints a markdown table.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (Server, run_gdb)
+
+
+def native_per_iter(prog, iters, runs):
+    def wall(n):
+        t = time.perf_counter()
+        subprocess.run([prog, str(n)], check=True)
+        return time.perf_counter() - t
+    samples = []
+    for _ in range(runs):
+        samples.append((wall(iters) - wall(1)) / iters)
+    return statistics.median(samples)
+
+
+def traced_per_iter(exe, prog, source, iters, runs):
+    out_rates, insns = [], None
+    for _ in range(runs):
+        with bench.Server(source, exe, prog, [str(iters)], ["--btrace-source=" + source]) as s:
+            cmds = ["break hit", "continue", "delete", "set record btrace bts buffer-size 268435456",
+                    "record btrace", "tbreak loop_done",
+                    "python import time; t0 = time.perf_counter()", "continue",
+                    "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record",
+                    "monitor btrace status"]
+            out = bench.run_gdb(s.port, prog, cmds, timeout=1800)
+        m = re.search(r"ELAPSED ([0-9.]+)", out)
+        n = re.search(r"Recorded (\d+) instructions", out)
+        if not m or not n:
+            raise SystemExit("%s run failed:\n%s" % (source, out[-3000:]))
+        insns = int(n.group(1))
+        out_rates.append(float(m.group(1)) / iters)
+        status = re.search(r"patch: .*", out)
+        if status:
+            print("  %s %d: %s" % (source, iters, status.group(0)), file=sys.stderr)
+    return statistics.median(out_rates), insns
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(bench.REPO, "build"))
+    ap.add_argument("--soft-iters", type=int, default=55000)
+    ap.add_argument("--patch-iters", type=int, default=2000000)
+    ap.add_argument("--native-iters", type=int, default=20000000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    exe = os.path.join(a.build, "server", "branchstub")
+    prog = os.path.join(a.build, "inferiors", "bploop")
+    native = native_per_iter(prog, a.native_iters, a.runs)
+    soft, soft_insns = traced_per_iter(exe, prog, "soft", a.soft_iters, a.runs)
+    patch, patch_insns = traced_per_iter(exe, prog, "patch", a.patch_iters, a.runs)
+    patch_small, patch_small_insns = traced_per_iter(exe, prog, "patch", a.soft_iters, a.runs)
+    assert soft_insns == patch_small_insns, (soft_insns, patch_small_insns)
+    print("| run | iterations | instructions recorded | ns / iteration | vs native |")
+    print("|---|---:|---:|---:|---:|")
+    print("| native | %d | | %.2f | 1x |" % (a.native_iters, native * 1e9))
+    print("| software source | %d | %d | %.0f | %.0fx |" % (a.soft_iters, soft_insns, soft * 1e9, soft / native))
+    print("| patch source | %d | %d | %.1f | %.1fx |" % (a.soft_iters, patch_small_insns, patch_small * 1e9, patch_small / native))
+    print("| patch source | %d | %d | %.1f | %.1fx |" % (a.patch_iters, patch_insns, patch * 1e9, patch / native))
+    print("\npatch vs software: %.0fx faster per iteration" % (soft / patch))
+
+
+if __name__ == "__main__":
+    main()

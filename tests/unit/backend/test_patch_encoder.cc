@@ -1,0 +1,230 @@
+// The block-patching source's encoders: relocation, jumps, ModRM operands (checked by decoding
+// them back with capstone), the choice of displaced instructions, the stub area's placement,
+// and stubs executed for real in this process (a loop and a return patched, the ring read back).
+#include <catch2/catch.hpp>
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/btrace/patch_encoder.h"
+#include "backend/btrace/patch_inject.h"
+
+using namespace backend;
+using namespace backend::patch;
+
+namespace {
+Insn decode_one(std::vector<uint8_t> bytes, uint64_t addr) {
+  auto insns = decode_all(bytes, addr);
+  REQUIRE(insns);
+  REQUIRE(!insns->empty());
+  return insns->front();
+}
+}  // namespace
+
+TEST_CASE("relocate re-targets rip-relative operands and refuses branches", "[patch]") {
+  // mov rax,[rip+0x10] at 0x1000: reads 0x1017
+  Insn in = decode_one({0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, 0x1000);
+  CHECK(in.rip_relative);
+  CHECK(in.disp_offset == 3);
+  auto moved = relocate(in, 0x2000);
+  REQUIRE(moved);
+  Insn back = decode_one(*moved, 0x2000);
+  int32_t d;
+  std::memcpy(&d, moved->data() + 3, 4);
+  CHECK(0x2000 + 7 + static_cast<int64_t>(d) == 0x1017);
+  CHECK(back.len == 7);
+  // cmp dword [rip+8], 5: the displacement sits before the immediate
+  Insn cmp = decode_one({0x83, 0x3d, 0x08, 0x00, 0x00, 0x00, 0x05}, 0x5000);
+  auto c2 = relocate(cmp, 0x5100);
+  REQUIRE(c2);
+  std::memcpy(&d, c2->data() + cmp.disp_offset, 4);
+  CHECK(0x5100 + 7 + static_cast<int64_t>(d) == 0x5000 + 7 + 8);
+  CHECK((*c2)[6] == 0x05);
+  // a plain instruction is copied as is; too far is refused; branches never move
+  Insn add = decode_one({0x48, 0x83, 0xc0, 0x03}, 0x1000);
+  CHECK(relocate(add, 0x9999) == std::vector<uint8_t>{0x48, 0x83, 0xc0, 0x03});
+  CHECK(!relocate(in, 0x1000 + (uint64_t{1} << 32)));
+  Insn jne = decode_one({0x75, 0x05}, 0x1000);
+  CHECK(jne.flow);
+  CHECK(!relocate(jne, 0x2000));
+}
+
+TEST_CASE("jmp rel32 encodes both directions and refuses what rel32 cannot reach", "[patch]") {
+  CHECK(jmp_rel32(0x1000, 0x1005) == std::vector<uint8_t>{0xe9, 0, 0, 0, 0});
+  CHECK(jmp_rel32(0x1000, 0x1000) == std::vector<uint8_t>{0xe9, 0xfb, 0xff, 0xff, 0xff});
+  CHECK(!jmp_rel32(0x1000, 0x1000 + (uint64_t{1} << 31) + 5));
+  CHECK(jmp_rel32(0x1000, 0x1000 + (uint64_t{1} << 31) + 4));
+}
+
+TEST_CASE("ModRM operands decode back to what was encoded", "[patch]") {
+  std::vector<Operand> ops;
+  Operand r11; r11.is_reg = true; r11.reg = 11; ops.push_back(r11);
+  Operand sib; sib.base = 0; sib.index = 1; sib.scale = 8; sib.disp = 0x10; ops.push_back(sib);
+  Operand r12; r12.base = 12; ops.push_back(r12);
+  Operand r13; r13.base = 13; r13.index = 14; r13.scale = 2; r13.disp = -8; ops.push_back(r13);
+  Operand abs; abs.disp = 0x601000; ops.push_back(abs);
+  Operand idx_only; idx_only.index = 9; idx_only.scale = 4; idx_only.disp = 0x400; ops.push_back(idx_only);
+  Operand fs; fs.base = 3; fs.segment = 0x64; ops.push_back(fs);
+  Operand rip; rip.rip = true; rip.rip_target = 0x7000; ops.push_back(rip);
+  for (const Operand& op : ops) {
+    std::vector<uint8_t> code{0x90};  // something before it: `at` is where the jmp itself starts
+    REQUIRE(emit_modrm(code, 0x4000 + 1, 0xff, 4, op, false));
+    auto insns = decode_all(code, 0x4000);
+    REQUIRE(insns);
+    REQUIRE(insns->size() == 2);
+    const Insn& j = (*insns)[1];
+    REQUIRE(j.operand);
+    CHECK(j.len == code.size() - 1);
+    CHECK(j.operand->is_reg == op.is_reg);
+    if (op.is_reg) {
+      CHECK(j.operand->reg == op.reg);
+      continue;
+    }
+    CHECK(j.operand->rip == op.rip);
+    if (op.rip) {
+      CHECK(j.operand->rip_target == op.rip_target);
+      continue;
+    }
+    CHECK(j.operand->base == op.base);
+    CHECK(j.operand->index == op.index);
+    if (op.index >= 0) CHECK(j.operand->scale == op.scale);
+    CHECK(j.operand->disp == op.disp);
+    CHECK(j.operand->segment == op.segment);
+  }
+  Operand far; far.rip = true; far.rip_target = 0x4000 + (uint64_t{1} << 33);
+  std::vector<uint8_t> code;
+  CHECK(!emit_modrm(code, 0x4000, 0xff, 4, far, false));
+  Operand rsp_index; rsp_index.base = 0; rsp_index.index = 4;
+  CHECK(!emit_modrm(code, 0x4000, 0xff, 4, rsp_index, false));
+}
+
+TEST_CASE("displacement covers five bytes from the end, never before the block start", "[patch]") {
+  // add rax,3 (4); dec rdi (3); jnz (2)
+  auto insns = decode_all(std::vector<uint8_t>{0x48, 0x83, 0xc0, 0x03, 0x48, 0xff, 0xcf, 0x75, 0xf7}, 0x100);
+  REQUIRE(insns);
+  REQUIRE(insns->size() == 3);
+  CHECK(choose_displacement(*insns, 0x100) == std::optional<size_t>(1));  // dec + jnz
+  CHECK(choose_displacement(*insns, 0x105) == std::nullopt);              // a block starts at dec+1: no
+  CHECK(choose_displacement(*insns, 0x104) == std::optional<size_t>(1));
+  // jmp rel32 alone is enough; ret alone is not
+  auto jmp = decode_all(std::vector<uint8_t>{0xe9, 0, 0, 0, 0}, 0x100);
+  CHECK(choose_displacement(*jmp, 0x100) == std::optional<size_t>(0));
+  auto ret = decode_all(std::vector<uint8_t>{0x5d, 0xc3}, 0x100);
+  CHECK(choose_displacement(*ret, 0x100) == std::nullopt);
+}
+
+TEST_CASE("dynamic stubs only for operands they can compute", "[patch]") {
+  CHECK(dynamic_supported(decode_one({0xc3}, 0x10), FlowKind::Return));
+  CHECK(dynamic_supported(decode_one({0xc2, 0x08, 0x00}, 0x10), FlowKind::Return));
+  CHECK(dynamic_supported(decode_one({0xff, 0xe0}, 0x10), FlowKind::IndirectJump));                     // jmp rax
+  CHECK(dynamic_supported(decode_one({0xf2, 0xff, 0x25, 0, 0, 0, 0}, 0x10), FlowKind::IndirectJump));  // bnd jmp [rip]
+  CHECK(dynamic_supported(decode_one({0x41, 0xff, 0xd3}, 0x10), FlowKind::IndirectCall));              // call r11
+  CHECK(!dynamic_supported(decode_one({0xff, 0xe4}, 0x10), FlowKind::IndirectJump));                    // jmp rsp
+  CHECK(!dynamic_supported(decode_one({0xff, 0x14, 0x24}, 0x10), FlowKind::IndirectCall));              // call [rsp]
+  CHECK(!dynamic_supported(decode_one({0x66, 0xff, 0xe0}, 0x10), FlowKind::IndirectJump));              // 16-bit
+}
+
+TEST_CASE("stub area: below the code when free, always within rel32 reach", "[patch]") {
+  constexpr uint64_t lo = 0x555555554000, hi = 0x555555559000, size = 1 << 20;
+  std::vector<std::pair<uint64_t, uint64_t>> used{{lo - 0x1000, hi + 0x3000}, {0x7ffff7dd0000, 0x7ffff7ff0000}};
+  auto a = free_range_near(used, lo, hi, size);
+  REQUIRE(a);
+  CHECK(*a + size <= lo - 0x1000);
+  CHECK(*a % 4096 == 0);
+  CHECK(hi - *a < (uint64_t{1} << 31));
+  // everything below taken within reach: above it then
+  std::vector<std::pair<uint64_t, uint64_t>> crowded{{0, hi + 0x3000}};
+  auto b = free_range_near(crowded, lo, hi, size);
+  REQUIRE(b);
+  CHECK(*b >= hi + 0x3000);
+  CHECK(*b + size - lo < (uint64_t{1} << 31));
+  CHECK(!free_range_near({{0, 0x7ffffffff000}}, lo, hi, size));
+}
+
+// Code at P: tramp: call f; ret.   f: xor eax,eax; L: add rax,3; dec rdi; jnz L; add rax,0; ret
+// The jnz (with the dec before it) and the ret (with the add before it) are patched with real
+// stubs; f(5) must still return 15 and the ring must hold the 4 taken jnz and the return.
+TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
+  void* mem = ::mmap(nullptr, 0x3000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    WARN("no RWX mapping here: the execution part is not run");
+    return;
+  }
+  auto* p = static_cast<uint8_t*>(mem);
+  uint64_t P = reinterpret_cast<uint64_t>(p);
+  const uint8_t tramp[] = {0xe8, 0x3b, 0x00, 0x00, 0x00, 0xc3};  // call P+0x40; ret
+  const uint8_t f[] = {0x31, 0xc0, 0x48, 0x83, 0xc0, 0x03, 0x48, 0xff, 0xcf, 0x75, 0xf7, 0x48, 0x83, 0xc0, 0x00, 0xc3};
+  std::memcpy(p, tramp, sizeof tramp);
+  std::memcpy(p + 0x40, f, sizeof f);
+  uint64_t L = P + 0x42, jnz_block_end = P + 0x4b, ret_block = P + 0x4b;
+  // data: head, ring, table (16 slots) holding tramp's return address
+  std::vector<uint64_t> data(1024, 0);
+  uint64_t head_addr = reinterpret_cast<uint64_t>(&data[0]);
+  uint64_t ring = reinterpret_cast<uint64_t>(&data[8]);
+  uint64_t table = reinterpret_cast<uint64_t>(&data[512]);
+  data[0] = ring;
+  data[512 + hash_slot(P + 5, 15)] = P + 5;
+
+  auto loop_insns = decode_all(std::span<const uint8_t>(p + 0x42, jnz_block_end - L), L);
+  REQUIRE(loop_insns);
+  auto k = choose_displacement(*loop_insns, L);
+  REQUIRE(k == std::optional<size_t>(1));
+  StubSpec cond;
+  cond.kind = FlowKind::CondJump;
+  cond.displaced.assign(loop_insns->begin() + 1, loop_insns->end() - 1);
+  cond.flow = loop_insns->back();
+  cond.target = L;
+  cond.edge_id = 7;
+  cond.head_addr = head_addr;
+  auto s1 = build_stub(cond, P + 0x1000);
+  REQUIRE(s1);
+  CHECK(s1->exact.size() == 2);
+  CHECK(s1->exact[0].second == P + 0x46);  // the dec
+  CHECK(s1->exact[1].second == P + 0x49);  // the jnz
+  CHECK(s1->ring_stores.size() == 1);
+
+  auto ret_insns = decode_all(std::span<const uint8_t>(p + 0x4b, 5), ret_block);
+  REQUIRE(ret_insns);
+  REQUIRE(choose_displacement(*ret_insns, ret_block) == std::optional<size_t>(0));
+  StubSpec ret;
+  ret.kind = FlowKind::Return;
+  ret.displaced.assign(ret_insns->begin(), ret_insns->end() - 1);
+  ret.flow = ret_insns->back();
+  ret.edge_id = 9;
+  ret.head_addr = head_addr;
+  ret.table_addr = table;
+  ret.table_mask = 15;
+  auto s2 = build_stub(ret, P + 0x2000);
+  REQUIRE(s2);
+  REQUIRE(s2->miss_int3);
+
+  std::memcpy(p + 0x1000, s1->code.data(), s1->code.size());
+  std::memcpy(p + 0x2000, s2->code.data(), s2->code.size());
+  auto j1 = jmp_rel32(P + 0x46, P + 0x1000);
+  auto j2 = jmp_rel32(P + 0x4b, P + 0x2000);
+  std::memcpy(p + 0x46, j1->data(), 5);
+  std::memcpy(p + 0x4b, j2->data(), 5);
+
+  auto fn = reinterpret_cast<long (*)(long)>(P);
+  CHECK(fn(5) == 15);
+  REQUIRE(data[0] == ring + 4 * 4 + 12);
+  auto* words = reinterpret_cast<const uint8_t*>(&data[8]);
+  for (int i = 0; i < 4; ++i) {
+    uint32_t w;
+    std::memcpy(&w, words + 4 * i, 4);
+    CHECK(w == 7);
+  }
+  uint32_t w;
+  uint64_t target;
+  std::memcpy(&w, words + 16, 4);
+  std::memcpy(&target, words + 20, 8);
+  CHECK(w == (9 | kDynamicEntry));
+  CHECK(target == P + 5);
+  // once more from an empty ring: the same again (nothing kept between calls)
+  data[0] = ring;
+  CHECK(fn(1) == 3);
+  CHECK(data[0] == ring + 12);  // jnz never taken; the return recorded
+  ::munmap(mem, 0x3000);
+}
