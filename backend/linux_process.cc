@@ -604,7 +604,12 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
       pid_t w = ::waitpid(tid, &status, WNOHANG | __WALL);
       if (w == 0) continue;
       if (w < 0) {
-        if (errno == ECHILD && tid != pid_) threads_.erase(tid);  // vanished (exec by another thread)
+        if (errno == ECHILD && tid != pid_) {
+          // Vanished: a thread exec'd (this one, whose tid becomes the leader's, or another).
+          // The leader's exec event is on its way; until it comes, nothing is "no resumed".
+          threads_.erase(tid);
+          exec_expected_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        }
         continue;
       }
       progress = true;
@@ -649,7 +654,9 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   if (stopping() && chosen_ && all_stopped()) return finish(*chosen_);
   // Every thread the client resumed has exited (the others it left stopped): nothing will ever
   // report otherwise (gdbserver's "no resumed" stop).
-  if (phase_ == Phase::Running && deferred_.empty() && all_stopped()) return finish(make_event(StopKind::NoResumed, 0));
+  if (phase_ == Phase::Running && deferred_.empty() && all_stopped() &&
+      std::chrono::steady_clock::now() >= exec_expected_until_)
+    return finish(make_event(StopKind::NoResumed, 0));
   return std::nullopt;
 }
 
@@ -928,6 +935,7 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
 }
 
 void LinuxProcess::handle_exec() {
+  exec_expected_until_ = {};
   // The image changed: breakpoints are gone, only the thread that exec'd remains, as the leader.
   // Reported as an exec; a client that did not ask for exec events sees a SIGTRAP.
   for (const auto& [tid, old] : threads_)

@@ -263,6 +263,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   CodeBytesReader code_reader_;          // the same, for code
   bool wants_poll_ = false;
   std::chrono::steady_clock::time_point next_zombie_check_{};
+  // Until then a thread that vanished (an exec in another thread's name) holds off the
+  // "no resumed" stop: the exec event is still to come.
+  std::chrono::steady_clock::time_point exec_expected_until_{};
   uint64_t ptrace_stops_ = 0;
   uint64_t watch_runs_ahead_ = 0;
   // ---- non-stop ----

@@ -37,6 +37,21 @@ def test_exec_from_a_thread_that_is_not_the_leader(procs):
     assert re.search(r"exited with code 07", out), r
 
 
+def test_exec_from_a_thread_with_scheduler_locking(procs):
+    """Only the exec'ing thread is resumed; its tid vanishes before the leader reports the
+    exec, and the server must wait for that event instead of saying "no resumed" (GDB's
+    thread-execl.exp, schedlock on)."""
+    for attempt in range(3):  # the window is a race: give it several chances to show
+        srv = procs.server(["--once", "{COMM}", EXECER, "--from-thread", BASIC])
+        r = gdb_remote(srv, ["set breakpoint pending on", "break before_exec", "break compute",
+                             "continue", "set scheduler-locking on", "continue", "info threads"],
+                       prog=EXECER)
+        out = r.out
+        assert "No unwaited-for children left" not in out, r
+        assert re.search(r"process (\d+) is executing new program: .*/basic\b", out), r
+        assert re.search(r"Breakpoint 2, compute \(x=0\)", out), r
+
+
 @pytest.mark.branchstub_only
 def test_lldb_stops_at_exec_and_follows(procs):
     """gdbserver reports a bare SIGTRAP to LLDB here; lldb-server and we say reason:exec."""
