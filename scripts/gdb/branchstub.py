@@ -8,7 +8,10 @@
 #                           (default 1). GDB performs and reports the resume itself: the
 #                           script asks branchstub (Qbranchstub:stepbranch-next) to turn
 #                           GDB's next single step of the thread into that run, then does
-#                           `stepi`, so GDB, MI (*stopped) and IDEs see a normal stop.
+#                           `stepi`, so GDB, MI (*stopped) and IDEs see a normal stop
+#                           (`stepi &` with mi-async on: -exec-interrupt is read during
+#                           the run). A breakpoint at the pc, which GDB lifts for its
+#                           step, is named in the request and stays in for the run.
 #                           Other threads stay stopped. While replaying a btrace
 #                           recording, moves forward through the recorded history
 #                           (`stepi K`) instead.
