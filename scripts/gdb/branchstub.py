@@ -269,7 +269,7 @@ def _async_ui():
 def _report_step(stepper, ev):
     """After the converted step's stop: prints the branch, or why the run ended early. True
     when the run took its branches and nothing else stopped it."""
-    if not gdb.selected_inferior().pid:
+    if isinstance(ev, gdb.ExitedEvent) or not gdb.selected_inferior().pid:
         _explain_stop(ev)
         return False
     last = stepper.last()
