@@ -421,7 +421,9 @@ While replaying a `record btrace` recording, it moves forward through the histor
                               "Qbranchstub:stepbranch-next); single-stepping from GDB instead.\n")
                     _client_stepbranch(count)
                 return
-            if len(counts) == 1 and _async_ui() and \
+            # Typed (or sent by the front end) only: inside a user-defined command or breakpoint
+            # commands, the next command expects the stop to have happened.
+            if len(counts) == 1 and from_tty and _async_ui() and \
                     stepper.step_in_background(lambda ev: _report_step(stepper, ev)):
                 return
             if not _report_step(stepper, stepper.step()):

@@ -351,3 +351,23 @@ def test_mi_nostop_signal_during_the_run(procs, case):
             assert "stepbranch: stopped without taking a branch" in text, s.text()
     finally:
         s.close()
+
+
+def test_mi_stepbranch_inside_a_user_defined_command_waits_for_its_stop(mi_session, tmp_path):
+    """With mi-async on the typed command runs in the background; inside a `define`d command
+    (or breakpoint commands) it stays synchronous: the next line sees the stop."""
+    t = stepi_truth("branches")
+    want_pc, _ = after_branches(t, 3)
+    s = mi_session(True)
+    s.ok("-break-delete")
+    defs = tmp_path / "sb3.gdb"
+    defs.write_text("define sb3\n  stepbranch 3\n  output/x $pc\n  echo \\n\nend\n")
+    s.console("source %s" % defs)
+    start = len(s.transcript)
+    result, seen = s.send('-interpreter-exec console "sb3"')
+    s.wait_stopped(seen=seen)
+    s.ok("-stack-info-frame")
+    text = "".join(bytes(line[2:-1], "utf-8").decode("unicode_escape")
+                   for line in s.transcript[start:] if line.startswith('~"'))
+    assert "0x%x" % want_pc in text, s.text()
+    assert "running" not in text.lower(), s.text()
