@@ -329,18 +329,31 @@ Request p_stepbranch(string_view args) {
   return StepBranch{count};
 }
 
-// <thread-id>,<N> (N decimal, like stepbranch:N).
+// <thread-id>,<N>[;bp:<addr>] (N decimal, like stepbranch:N; addr hex).
 Request p_stepbranch_next(string_view args) {
   auto comma = args.find(',');
   if (comma == string_view::npos) return malformed("stepbranch-next: expected <thread-id>,<N>");
   auto id = parse_thread_id(args.substr(0, comma));
   if (!id || id->tid <= 0) return malformed("stepbranch-next: bad thread id");
   string_view n = args.substr(comma + 1);
+  std::optional<uint64_t> lifted;
+  if (auto semi = n.find(';'); semi != string_view::npos) {
+    string_view field = n.substr(semi + 1);
+    n = n.substr(0, semi);
+    constexpr string_view kBp = "bp:";
+    if (field.substr(0, kBp.size()) != kBp) return malformed("stepbranch-next: unknown field");
+    string_view hex = field.substr(kBp.size());
+    uint64_t addr = 0;
+    auto [aend, aec] = std::from_chars(hex.data(), hex.data() + hex.size(), addr, 16);
+    if (hex.empty() || aec != std::errc{} || aend != hex.data() + hex.size())
+      return malformed("stepbranch-next: bad breakpoint address");
+    lifted = addr;
+  }
   uint32_t count = 0;
   auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count, 10);
   if (n.empty() || ec != std::errc{} || end != n.data() + n.size() || count == 0)
     return malformed("stepbranch-next: bad count");
-  return StepBranchNext{*id, count};
+  return StepBranchNext{*id, count, lifted};
 }
 
 Request p_kill(string_view args) {

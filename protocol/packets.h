@@ -69,8 +69,11 @@ struct VStopped {};                                               // vStopped (n
 struct StepBranch { uint32_t count = 1; };                        // stepbranch[:N]
 // Qbranchstub:stepbranch-next:<thread-id>,<N>: the client's next single step of that thread
 // runs it to its N-th next taken branch instead (so the client performs, and reports, the
-// resume itself). qbranchstub:stepbranch-last: what the stepbranch that the last stop ended did.
-struct StepBranchNext { ThreadId thread; uint32_t count = 1; };
+// resume itself). An optional ;bp:<addr> names a breakpoint of the client's that it lifts for
+// that step (the one at the pc it steps over): it is put back for the rest of the run, so the
+// thread still stops there when it comes back (a loop). qbranchstub:stepbranch-last: what the
+// stepbranch that the last stop ended did.
+struct StepBranchNext { ThreadId thread; uint32_t count = 1; std::optional<uint64_t> lifted_breakpoint; };
 struct StepBranchLast {};
 struct Kill { std::optional<int> pid; };                          // k / vKill;pid
 struct Detach { std::optional<int> pid; };                        // D / D;pid

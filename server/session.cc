@@ -176,6 +176,11 @@ void Session::on_stop(const backend::StopEvent& event) {
   }
   Waiting why = waiting_;
   waiting_ = Waiting::Nothing;
+  if (auto held = std::exchange(run_breakpoint_, std::nullopt)) {
+    // Out before the client hears of the stop: it puts its own back as it sees fit.
+    auto* p = server().process_for(held->first);
+    if (p && p->alive()) (void)p->remove_breakpoint(backend::BreakpointKind::Software, held->second, 1);
+  }
   bool gone = event.kind == backend::StopKind::Exited || event.kind == backend::StopKind::Killed;
   if (!gone) {
     general_thread_ = event.tid;  // a stop reply implicitly selects its thread (Hg)

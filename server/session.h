@@ -84,10 +84,14 @@ class Session {
   // runs it to its `count`-th next taken branch. Kept here, not in the backend: it is a
   // promise about the next resume request, which the resume handlers turn into the
   // backend's stepbranch (or let expire).
-  struct StepBranchRequest { pid_t pid = 0; pid_t tid = 0; uint32_t count = 1; };
+  // `lifted_breakpoint`: the client's breakpoint it takes out for that step (0: none).
+  struct StepBranchRequest { pid_t pid = 0; pid_t tid = 0; uint32_t count = 1; uint64_t lifted_breakpoint = 0; };
   void arm_step_branch(StepBranchRequest r) { step_branch_next_ = r; }
   // Every resume takes it: it applies to that resume or is gone.
   std::optional<StepBranchRequest> take_step_branch_request() { return std::exchange(step_branch_next_, std::nullopt); }
+  // A breakpoint the server put back (in process `pid`) for a converted step's run, in place of
+  // the one the client lifted for that step; taken out again at the run's stop.
+  void hold_breakpoint_for_run(pid_t pid, uint64_t addr) { run_breakpoint_ = std::make_pair(pid, addr); }
   // The stop that ended a stepbranch, while it is the last stop (qbranchstub:stepbranch-last).
   const std::optional<backend::StopEvent>& last_step_branch() const { return last_step_branch_; }
 
@@ -133,6 +137,7 @@ class Session {
   pid_t selected_pid_ = 0;
   std::optional<StepBranchRequest> step_branch_next_;
   std::optional<backend::StopEvent> last_step_branch_;
+  std::optional<std::pair<pid_t, uint64_t>> run_breakpoint_;  // hold_breakpoint_for_run
   std::string last_sent_;   // for '-' retransmission in ack mode
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;

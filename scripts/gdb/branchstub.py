@@ -8,7 +8,10 @@
 #                           (default 1). GDB performs and reports the resume itself: the
 #                           script asks branchstub (Qbranchstub:stepbranch-next) to turn
 #                           GDB's next single step of the thread into that run, then does
-#                           `stepi`, so GDB, MI (*stopped) and IDEs see a normal stop.
+#                           `stepi`, so GDB, MI (*stopped) and IDEs see a normal stop
+#                           (`stepi &` with mi-async on: -exec-interrupt is read during
+#                           the run). A breakpoint at the pc, which GDB lifts for its
+#                           step, is named in the request and stays in for the run.
 #                           Other threads stay stopped. While replaying a btrace
 #                           recording, moves forward through the recorded history
 #                           (`stepi K`) instead.
@@ -140,6 +143,23 @@ def _taken(insn, next_pc):
     return insn.pc + insn.size != next_pc
 
 
+def _breakpoint_at_pc():
+    """The selected thread's pc when an enabled breakpoint location of GDB's is there (GDB
+    lifts it to step over it), else None. Needs gdb.Breakpoint.locations (GDB 13)."""
+    try:
+        pc = gdb.newest_frame().pc()
+    except gdb.error:
+        return None
+    code = (gdb.BP_BREAKPOINT, gdb.BP_HARDWARE_BREAKPOINT)
+    for b in gdb.breakpoints():
+        if not b.enabled or b.pending or b.type not in code:
+            continue
+        for loc in getattr(b, "locations", ()):
+            if loc.enabled and loc.address == pc:
+                return pc
+    return None
+
+
 class _Stepper:
     """stepbranch as a resume GDB performs itself: the server is asked (one packet) to turn
     GDB's next single step of the selected thread into a run to its N-th next taken branch,
@@ -171,8 +191,13 @@ class _Stepper:
 
     def arm(self, count):
         """Ask for it. '' when the server does not know the request (not branchstub)."""
-        reply = self._send("Qbranchstub:stepbranch-next:p%x.%x,%d"
-                           % (self.inferior.pid, self.thread.ptid[1], count))
+        packet = "Qbranchstub:stepbranch-next:p%x.%x,%d" % (self.inferior.pid, self.thread.ptid[1], count)
+        lifted = _breakpoint_at_pc() if count > 1 else None
+        if lifted is not None:
+            # GDB takes it out for the step (its step-over): the server keeps it in for the rest
+            # of the run, so a loop back to it still stops there.
+            packet += ";bp:%x" % lifted
+        reply = self._send(packet)
         if reply.startswith("E"):
             raise gdb.GdbError("stepbranch: the server refused: %s"
                                % (reply[2:] if reply.startswith("E.") else reply))
@@ -204,6 +229,60 @@ class _Stepper:
             gdb.events.stop.disconnect(on_stop)
             gdb.events.exited.disconnect(on_exit)
         return events[-1] if events else None
+
+    def step_in_background(self, done):
+        """GDB's `stepi &`: the command returns at once and GDB goes on reading commands (an
+        MI front end's -exec-interrupt, its pause button, is read while the run lasts);
+        done(event) is called at the stop. False when GDB refused to run it in the background."""
+        state = {"done": False}
+
+        def finish(ev):
+            if state["done"]:
+                return
+            state["done"] = True
+            gdb.events.stop.disconnect(finish)
+            gdb.events.exited.disconnect(finish)
+            done(ev)
+
+        gdb.events.stop.connect(finish)
+        gdb.events.exited.connect(finish)
+        try:
+            gdb.execute("stepi &", from_tty=False)
+        except gdb.error:
+            state["done"] = True
+            gdb.events.stop.disconnect(finish)
+            gdb.events.exited.disconnect(finish)
+            return False
+        return True
+
+
+def _async_ui():
+    """GDB runs commands in the background here (MI with mi-async on, as VS Code's cppdbg and
+    CLion set it): a synchronous `stepi` would keep GDB from reading -exec-interrupt until the
+    whole run is over."""
+    try:
+        return bool(gdb.parameter("mi-async"))
+    except (gdb.error, RuntimeError):
+        return False
+
+
+def _report_step(stepper, ev):
+    """After the converted step's stop: prints the branch, or why the run ended early. True
+    when the run took its branches and nothing else stopped it."""
+    if isinstance(ev, gdb.ExitedEvent) or not gdb.selected_inferior().pid:
+        _explain_stop(ev)
+        return False
+    last = stepper.last()
+    br = last.branch if last is not None else None
+    if br is None:
+        _explain_stop(ev)
+        return False
+    gdb.write(_branch_line(*br) + "\n")
+    if isinstance(ev, gdb.BreakpointEvent) or (
+            isinstance(ev, gdb.SignalEvent) and ev.stop_signal != "SIGTRAP"):
+        _explain_stop(ev)  # the branch led onto a breakpoint, or a signal came with it
+        return False
+    return True
 
 
 def _explain_stop(ev):
@@ -342,19 +421,12 @@ While replaying a `record btrace` recording, it moves forward through the histor
                               "Qbranchstub:stepbranch-next); single-stepping from GDB instead.\n")
                     _client_stepbranch(count)
                 return
-            ev = stepper.step()
-            if not gdb.selected_inferior().pid:
-                _explain_stop(ev)
+            # Typed (or sent by the front end) only: inside a user-defined command or breakpoint
+            # commands, the next command expects the stop to have happened.
+            if len(counts) == 1 and from_tty and _async_ui() and \
+                    stepper.step_in_background(lambda ev: _report_step(stepper, ev)):
                 return
-            last = stepper.last()
-            br = last.branch if last is not None else None
-            if br is None:
-                _explain_stop(ev)
-                return
-            gdb.write(_branch_line(*br) + "\n")
-            if isinstance(ev, gdb.BreakpointEvent) or (
-                    isinstance(ev, gdb.SignalEvent) and ev.stop_signal != "SIGTRAP"):
-                _explain_stop(ev)  # the branch led onto a breakpoint, or a signal came with it
+            if not _report_step(stepper, stepper.step()):
                 return
 
 

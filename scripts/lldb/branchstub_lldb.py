@@ -115,6 +115,21 @@ def _client_stepbranch(debugger, count, result):
     result.AppendMessage(out.rstrip())
 
 
+def _breakpoint_at_pc(target, thread):
+    """The thread's pc when an enabled breakpoint location of LLDB's is there (LLDB lifts it to
+    step over it), else None."""
+    pc = thread.GetFrameAtIndex(0).GetPC()
+    for i in range(target.GetNumBreakpoints()):
+        bp = target.GetBreakpointAtIndex(i)
+        if not bp.IsEnabled():
+            continue
+        for j in range(bp.GetNumLocations()):
+            loc = bp.GetLocationAtIndex(j)
+            if loc.IsEnabled() and loc.GetLoadAddress() == pc:
+                return pc
+    return None
+
+
 def stepbranch(debugger, command, exe_ctx, result, internal_dict):
     """stepbranch [--client] [N]: run the selected thread until it has taken N branches."""
     try:
@@ -142,7 +157,13 @@ def stepbranch(debugger, command, exe_ctx, result, internal_dict):
         _client_stepbranch(debugger, count, result)
         return
 
-    reply = _send_packet(debugger, "Qbranchstub:stepbranch-next:%x,%d" % (thread.GetThreadID(), count))
+    packet = "Qbranchstub:stepbranch-next:%x,%d" % (thread.GetThreadID(), count)
+    lifted = _breakpoint_at_pc(target, thread) if count > 1 else None
+    if lifted is not None:
+        # LLDB takes it out for its step over it: the server keeps it in for the rest of the
+        # run, so a loop back to it still stops there.
+        packet += ";bp:%x" % lifted
+    reply = _send_packet(debugger, packet)
     if reply == "":
         result.AppendMessage("stepbranch: the server does not offer stepbranch (it does not know "
                              "Qbranchstub:stepbranch-next); stepping through LLDB instead.")

@@ -56,7 +56,17 @@ Reply start_resume(Session& s, Plans plans) {
     // The client's step becomes a stepbranch: that thread alone, as the stepbranch packet
     // does (the other actions, e.g. GDB's `c` for the other threads of `vCont;s:t;c`, are
     // not taken). The stop reply is the stepbranch's, which the client takes for its step.
-    if (auto r = p->step_branch(step_branch->tid, step_branch->count); !r) return error_reply(s, r.error());
+    // The breakpoint the client lifted for this step is put back for the run (the backend
+    // passes one at the starting pc, as it does for the stepbranch packet), so the thread
+    // still stops there if it comes back before its N-th branch.
+    uint64_t lifted = step_branch->lifted_breakpoint;
+    bool hold = lifted && !p->has_client_breakpoint(backend::BreakpointKind::Software, lifted) &&
+                p->insert_breakpoint(backend::BreakpointKind::Software, lifted, 1).ok();
+    if (auto r = p->step_branch(step_branch->tid, step_branch->count); !r) {
+      if (hold) (void)p->remove_breakpoint(backend::BreakpointKind::Software, lifted, 1);
+      return error_reply(s, r.error());
+    }
+    if (hold) s.hold_breakpoint_for_run(p->pid(), lifted);
     s.expect_stop(Waiting::StepBranch);
     s.server().resumed();
     return std::nullopt;
@@ -176,7 +186,7 @@ Reply handle(Session& s, const StepBranchNext& n) {
   backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
   if (!p || !p->alive()) return no_process(s);
   if (!p->has_thread(n.thread.tid)) return no_thread(s);
-  s.arm_step_branch({p->pid(), n.thread.tid, n.count});
+  s.arm_step_branch({p->pid(), n.thread.tid, n.count, n.lifted_breakpoint.value_or(0)});
   return ok();
 }
 

@@ -229,6 +229,16 @@ TEST_CASE("Qbranchstub:stepbranch-next and qbranchstub:stepbranch-last", "[packe
   CHECK(multi.thread.pid == 0x1a);
   CHECK(multi.thread.tid == 0x1b);
   CHECK(multi.count == 25u);  // decimal, as in stepbranch:N
+  CHECK_FALSE(multi.lifted_breakpoint);
+  auto lifted = as<StepBranchNext>("Qbranchstub:stepbranch-next:p1a.1b,3;bp:401136");
+  CHECK(lifted.thread.tid == 0x1b);
+  CHECK(lifted.count == 3u);
+  CHECK(lifted.lifted_breakpoint == std::optional<uint64_t>(0x401136));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,3;bp:"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,3;bp:xyz"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,3;bp:10000000000000000"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,3;other:1"));
+  CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,;bp:1"));
   CHECK(malformed("Qbranchstub:stepbranch-next:1a2b"));
   CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,"));
   CHECK(malformed("Qbranchstub:stepbranch-next:1a2b,0"));

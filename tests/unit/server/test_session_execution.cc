@@ -413,6 +413,47 @@ TEST_CASE("execution: stepbranch-next turns the client's next step of that threa
   CHECK(g.h.request("qbranchstub:stepbranch-last") == "none");
 }
 
+TEST_CASE("execution: stepbranch-next puts back the breakpoint the client lifted for its step, for the run only") {
+  GdbSetup g;
+  CHECK(g.h.request("Z0,401136,1") == "OK");
+  CHECK(g.h.request("z0,401136,1") == "OK");  // GDB's step-over of the breakpoint at the pc
+  CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,3;bp:401136") == "OK");
+  g.p.journal->clear();
+  g.p.breakpoint_calls.clear();
+  g.p.stop_with(stop_event(StopKind::Breakpoint, 0x64, 0x65, SIGTRAP));
+  CHECK(g.h.round_trip("vCont;s:p64.65").size() == 1);
+  // In before the run, out at its stop (before the reply, so the client's Z0 finds it absent).
+  fake::Journal order;
+  for (const auto& call : g.p.calls())
+    if (call == "insert_breakpoint" || call == "step_branch" || call == "remove_breakpoint" || call == "read_registers")
+      if (order.empty() || order.back() != call) order.push_back(call);
+  CHECK(order == fake::Journal{"insert_breakpoint", "step_branch", "remove_breakpoint", "read_registers"});
+  REQUIRE(g.p.breakpoint_calls.size() == 2);
+  CHECK(g.p.breakpoint_calls[0].insert);
+  CHECK(g.p.breakpoint_calls[0].addr == 0x401136);
+  CHECK_FALSE(g.p.breakpoint_calls[1].insert);
+  CHECK(g.p.breakpoint_calls[1].addr == 0x401136);
+  CHECK(g.p.client_breakpoints.empty());
+  CHECK(g.h.request("Z0,401136,1") == "OK");
+
+  SECTION("one the client kept inserted is neither inserted again nor removed") {
+    CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,3;bp:401136") == "OK");
+    g.p.breakpoint_calls.clear();
+    g.p.stop_with(stop_event(StopKind::StepBranch, 0x64, 0x65, SIGTRAP));
+    CHECK(g.h.round_trip("vCont;s:p64.65").size() == 1);
+    CHECK(g.p.breakpoint_calls.empty());
+    CHECK(g.p.client_breakpoints.size() == 1);
+  }
+  SECTION("a request that expires unused inserts nothing") {
+    CHECK(g.h.request("z0,401136,1") == "OK");
+    CHECK(g.h.request("Qbranchstub:stepbranch-next:p64.65,3;bp:401136") == "OK");
+    g.p.breakpoint_calls.clear();
+    g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+    CHECK(g.h.round_trip("vCont;c").size() == 1);
+    CHECK(g.p.breakpoint_calls.empty());
+  }
+}
+
 TEST_CASE("execution: stepbranch-next applies to GDB's step-over step and to a legacy s") {
   GdbSetup g;
   SECTION("vCont;s of the thread alone (GDB stepping over a breakpoint at the pc)") {
