@@ -171,7 +171,10 @@ Reply handle(Session& s, const StepBranch& b) {
 }
 
 Reply handle(Session& s, const StepBranchNext& n) {
-  // The converted step runs the thread alone with the process stopped, which non-stop cannot promise.
+  // The converted step runs the thread alone with the process stopped, which non-stop cannot
+  // promise; and GDB steps over a breakpoint out of line there (displaced stepping: the
+  // instruction copied to a scratch pad), where a run on to the next branch would execute the
+  // pad. The GDB command falls back to stepping from the client (scripts/gdb/branchstub.py).
   if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
   if (!p || !p->alive()) return no_process(s);

@@ -165,3 +165,21 @@ TEST_CASE("StopNotifications: one in flight, the rest through vStopped") {
   CHECK(q.acknowledge() == std::nullopt);
   CHECK(q.restart({}) == std::nullopt);
 }
+
+TEST_CASE("non-stop: stepbranch-next is refused; the client's step stays a step of that thread alone") {
+  NonStop n;
+  // In non-stop GDB steps over a breakpoint out of line (displaced stepping: the instruction
+  // copied to a scratch pad); a run to the next branch from there would execute the pad.
+  CHECK(n.h.request("Qbranchstub:stepbranch-next:p64.65,2") == "E.stepbranch needs all-stop mode (set non-stop off).");
+  CHECK(n.h.request("vCont;s:p64.65") == "OK");
+  CHECK(n.p.step_branches.empty());
+  REQUIRE(n.p.resumes.size() == 1);
+  REQUIRE(n.p.resumes[0].threads.count(0x65));
+  CHECK(n.p.resumes[0].threads.at(0x65).kind == ResumeKind::Step);
+  CHECK_FALSE(n.p.resumes[0].others);
+  n.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.h.request("qbranchstub:stepbranch-last") == "none");
+  CHECK(n.h.request("vStopped") == "OK");
+}
