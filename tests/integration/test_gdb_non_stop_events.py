@@ -61,6 +61,22 @@ def test_catch_fork_follow_parent_while_another_runs(procs):
     assert not re.search(r"^ +2 +process", out, re.M), r  # one inferior: the child is gone
 
 
+def test_follow_fork_mode_child_in_non_stop(procs):
+    """GDB follows the child of the forking thread: the parent (its spinner running) is
+    detached, the child hits its breakpoint and runs to its end (exit code 7)."""
+    srv = procs.server(["--once", "{COMM}", EVENTS, "fork", "120"])
+    r = gdb_remote(srv, ["set follow-fork-mode child", "break in_child", "continue", "info threads",
+                         "inferior 2", SELECT, "bt 1", "continue"],
+                   prog=EVENTS, pre=NON_STOP, timeout=60)
+    out = r.out
+    m = re.search(r"\[Detaching after fork from parent process (\d+)\]", out)
+    assert m, r
+    procs.allowed.add(int(m.group(1)))  # detached and running on: ended at teardown
+    assert re.search(r"Thread 2\.1 \"nonstop_events\" hit Breakpoint 1, in_child \(\)", out), r
+    assert re.search(r"^#0 +in_child \(\)", out, re.M), r
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited with code 07\]", out), r
+
+
 def test_watchpoint_in_one_thread_while_another_runs(procs, watch_mode):
     srv = procs.server(watch_args(watch_mode) + ["--once", "{COMM}", EVENTS, "watch", "120"])
     r = gdb_remote(srv, ["break main", "continue", "watch watched", "continue"] + SPIN_CHECK +
