@@ -4,6 +4,7 @@
  * sleeps. main exits 0 after argv[2] seconds (default 60), so a forgotten run ends by itself.
  *   syscall  the worker calls getppid() (no other thread does)
  *   fork     the worker forks; the child calls in_child() and exits 7; the worker waits for it
+ *   vfork    the same with vfork()
  *   watch    the worker writes `watched` (0 -> 1), then reads it
  *   cond     the worker calls visit(i) for i = 0..19 */
 #include <pthread.h>
@@ -35,8 +36,8 @@ static void *worker(void *arg)
     while (counter < 100000) {}
     if (strcmp(event, "syscall") == 0) {
         (void)getppid();
-    } else if (strcmp(event, "fork") == 0) {
-        pid_t pid = fork();
+    } else if (strcmp(event, "fork") == 0 || strcmp(event, "vfork") == 0) {
+        pid_t pid = strcmp(event, "vfork") == 0 ? vfork() : fork();
         if (pid == 0) {
             in_child();
             _exit(7);

@@ -183,3 +183,33 @@ TEST_CASE("non-stop: stepbranch-next is refused; the client's step stays a step 
   CHECK(n.h.request("qbranchstub:stepbranch-last") == "none");
   CHECK(n.h.request("vStopped") == "OK");
 }
+
+TEST_CASE("non-stop: a held fork child waits until its forking thread itself goes on") {
+  NonStop n;
+  auto child = std::make_unique<FakeProcess>(0x1c8, std::vector<pid_t>{0x1c8});
+  auto c = child->journal;
+  n.p.add_fork_child(std::move(child));
+  CHECK(n.h.request("vCont;c") == "OK");
+  auto vfork = stop_event(StopKind::VFork, 0x64, 0x65, SIGTRAP);
+  vfork.child_pid = 0x1c8;
+  n.p.stop_with(vfork);
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05vfork:p1c8.1c8;" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.h.request("vStopped") == "OK");
+  SECTION("GDB stops the other threads, then detaches the child") {
+    // GDB 13 stops the parent's other threads (vCont;t) before it detaches a vfork child:
+    // those resumes are not the forking thread's, the child stays held for the D.
+    CHECK(n.h.round_trip("vCont;t:p64.64") == Packets{"OK"});
+    CHECK(n.h.round_trip("vCont;t:p64.66") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 0);
+    CHECK(n.h.request("D;1c8") == "OK");
+    CHECK(fake::count(*c, "detach") == 1);
+  }
+  SECTION("never named: let go when the forking thread is resumed") {
+    CHECK(n.h.round_trip("vCont;t:p64.64") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 0);
+    CHECK(n.h.round_trip("vCont;c:p64.65") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 1);
+    CHECK(n.h.server().process_for(0x1c8) == nullptr);
+  }
+}
