@@ -141,3 +141,21 @@ def test_stepbranch_script_in_non_stop_steps_from_gdb(procs):
     assert re.search(r"^#0 +0x[0-9a-f]+ in worker \(", out, re.M), r
     v = values(out)
     assert len(v) == 3 and v[0] == 0 and v[2] > v[1], r  # out of visit; the spinner ran
+
+
+def test_catch_exec_from_a_thread_in_non_stop(procs):
+    """A thread that is not the leader execs: the exec catchpoint is reported for the one
+    thread left (it carries the process id), the new program runs to its breakpoint and end."""
+    execer, basic = inferior("execer"), inferior("basic")
+    srv = procs.server(["--once", "{COMM}", execer, "--from-thread", basic])
+    r = gdb_remote(srv, ["set breakpoint pending on", "break compute", "catch exec", "continue",
+                         "info threads", "continue", "bt 1", "delete", "continue"],
+                   prog=execer, pre=NON_STOP, timeout=60)
+    out = r.out
+    m = re.search(r"process (\d+) is executing new program: .*/basic\b", out)
+    assert m, r
+    assert re.search(r"Catchpoint 2 \(exec'd .*/basic\)", out), r
+    assert re.search(r"^\* 1 +Thread %s\.%s \"basic\"" % (m.group(1), m.group(1)), out, re.M), r
+    assert not re.search(r"^  2 +Thread", out, re.M), r
+    assert re.search(r"^#0 +compute \(x=0\)", out, re.M), r
+    assert re.search(r"\[Inferior 1 \(process %s\) exited with code 07\]" % m.group(1), out), r
