@@ -77,6 +77,24 @@ def test_follow_fork_mode_child_in_non_stop(procs):
     assert re.search(r"\[Inferior 2 \(process \d+\) exited with code 07\]", out), r
 
 
+def test_detach_on_fork_off_in_non_stop(procs):
+    """Both processes debugged: the child stops at its breakpoint (thread 2.1) while the
+    parent's threads run on, and runs to its end when continued."""
+    srv = procs.server(["--once", "{COMM}", EVENTS, "fork", "120"])
+    r = gdb_remote(srv, ["set detach-on-fork off", "break in_child", "continue", "info inferiors",
+                         "info threads", "inferior 2", "continue"],
+                   prog=EVENTS, pre=NON_STOP, timeout=60)
+    out = r.out
+    assert re.search(r"Thread 2\.1 \"nonstop_events\" hit Breakpoint 1\.2, in_child \(\)", out), r
+    assert re.search(r"^ +2 +process \d+ ", out, re.M), r
+    info = out[out.index("Id   Target Id"):].split("[Switching")[0]
+    # main and the spinner of the parent were never stopped by the fork
+    assert re.search(r"^\*? +1\.1 +Thread .*\(running\)", info, re.M), r
+    assert re.search(r"^ +1\.3 +Thread .*\(running\)", info, re.M), r
+    assert re.search(r"^ +2\.1 +Thread .*in_child \(\)", info, re.M), r
+    assert re.search(r"\[Inferior 2 \(process \d+\) exited with code 07\]", out), r
+
+
 def test_watchpoint_in_one_thread_while_another_runs(procs, watch_mode):
     srv = procs.server(watch_args(watch_mode) + ["--once", "{COMM}", EVENTS, "watch", "120"])
     r = gdb_remote(srv, ["break main", "continue", "watch watched", "continue"] + SPIN_CHECK +
