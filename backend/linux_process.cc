@@ -293,6 +293,18 @@ bool LinuxProcess::leader_is_zombie(LinuxThread& leader) {
   leader.zombie = true;
   leader.running = false;
   leader.sigstop_expected = false;
+  if (non_stop_ && leader.resumed) {
+    // Non-stop: the leader is gone for the client as any exited thread (gdbserver drops it
+    // from the list too); nothing of it will ever be reported.
+    leader.resumed = false;
+    deferred_.erase(leader.tid);
+    if (thread_events_) {
+      ns_events_.push_back(make_event(StopKind::ThreadExited, leader.tid, 0));
+    } else {
+      resumed_thread_gone_ = true;
+    }
+    wants_poll_ = true;
+  }
   return true;
 }
 

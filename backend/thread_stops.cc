@@ -22,7 +22,7 @@ int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SY
 bool LinuxProcess::running() const {
   if (!non_stop_) return phase_ != Phase::Stopped;
   if (!alive_) return exit_unreported_;
-  if (!ns_events_.empty() || !stashed_.empty()) return true;
+  if (!ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_) return true;
   for (const auto& [tid, t] : threads_)
     if (t.resumed) return true;
   return false;
@@ -157,6 +157,9 @@ void LinuxProcess::report_non_stop(LinuxThread& t, StopEvent ev) {
   deferred_.erase(t.tid);
   settle_thread(t);
   t.last_event = ev;
+  // A leader that left with pthread_exit has no wait status: look now, so the thread list the
+  // client asks for at this stop no longer shows it (the idle polls look only every 20 ms).
+  if (LinuxThread* leader = find(pid_); leader && leader != &t && leader->running) (void)leader_is_zombie(*leader);
   log("thread {}: {} (signal {}) reported; the others run on", t.tid, static_cast<int>(ev.kind), ev.signo);
   ns_events_.push_back(std::move(ev));
   if (was_step_over) end_step_over();
@@ -271,16 +274,20 @@ void LinuxProcess::handle_stashed() {
 
 std::optional<StopEvent> LinuxProcess::next_non_stop_event() {
   if (resumed_thread_gone_) {
-    // Every thread the client resumed is gone and nothing else is left to tell: 'N'.
-    resumed_thread_gone_ = false;
+    // A resumed thread went without a word: once no thread the client resumed runs and
+    // nothing else is left to tell, 'N' (the client would wait for it for ever). Kept until
+    // then: the others may stop by events of their own first.
     bool any = false;
     for (const auto& [tid, t] : threads_) any = any || t.resumed;
-    if (!any && ns_events_.empty()) ns_events_.push_back(make_event(StopKind::NoResumed, 0));
+    if (!any && ns_events_.empty()) {
+      resumed_thread_gone_ = false;
+      ns_events_.push_back(make_event(StopKind::NoResumed, 0));
+    }
   }
   if (ns_events_.empty()) return std::nullopt;
   StopEvent ev = std::move(ns_events_.front());
   ns_events_.pop_front();
-  wants_poll_ = !ns_events_.empty() || !stashed_.empty();
+  wants_poll_ = !ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_;
   if (ev.kind != StopKind::NoResumed && ev.kind != StopKind::ThreadExited) last_stop_ = ev;
   return ev;
 }

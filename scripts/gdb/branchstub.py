@@ -395,7 +395,8 @@ step; then the branch is printed as
 --client  single-step from GDB instead (works with any server, much slower).
 
 While replaying a `record btrace` recording, it moves forward through the history
-(`stepi K`). If the server does not know the request, the --client method is used."""
+(`stepi K`). If the server does not know the request, the --client method is used; in
+non-stop mode too (branchstub's stepbranch needs all-stop), with a note saying so."""
 
     def __init__(self):
         super().__init__("stepbranch", gdb.COMMAND_RUNNING)
@@ -410,6 +411,14 @@ While replaying a `record btrace` recording, it moves forward through the histor
             _replay_forward(rec, count)
             return
         if "client" in flags:
+            _client_stepbranch(count)
+            return
+        if gdb.parameter("non-stop"):
+            # branchstub runs a stepbranch with the whole process stopped and answers it with
+            # a stop reply, neither of which non-stop has: it refuses the request there.
+            gdb.write("stepbranch: non-stop mode: branchstub's stepbranch needs all-stop mode "
+                      "(`set non-stop off` before connecting); single-stepping the selected "
+                      "thread from GDB instead, the other threads run on.\n")
             _client_stepbranch(count)
             return
         stepper = _Stepper()

@@ -37,6 +37,25 @@ backend::Process* step_branch_target(const Plans& plans, const Session::StepBran
   return nullptr;
 }
 
+// Non-stop: whether `plans` leave the thread that forked `child` stopped at its fork. GDB stops
+// the other threads (vCont;t) before it detaches a vfork child, and may run other threads
+// meanwhile: the child stays held until the forking thread itself goes on.
+bool fork_still_pending(Session& s, const Plans& plans, pid_t child) {
+  for (auto* p : s.server().processes()) {
+    for (const auto& ev : p->stopped_threads()) {
+      if ((ev.kind != backend::StopKind::Fork && ev.kind != backend::StopKind::VFork) || ev.child_pid != child) continue;
+      for (const auto& [q, plan] : plans) {
+        if (q != p) continue;
+        auto it = plan.threads.find(ev.tid);
+        auto a = it != plan.threads.end() ? std::optional(it->second) : plan.others;
+        if (a && a->kind != backend::ResumeKind::Stop) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 Reply start_resume(Session& s, Plans plans) {
   // Taken by every resume: used by this one if it single-steps the thread, else expired.
   auto step_branch = s.take_step_branch_request();
@@ -47,6 +66,7 @@ Reply start_resume(Session& s, Plans plans) {
   for (pid_t child : table.held()) {
     // A fork child the client neither detached nor named (so never took on) is let go
     // rather than left stopped for ever.
+    if (s.non_stop() && fork_still_pending(s, plans, child)) continue;
     s.server().log().notice(fmt::format("Fork child {} is not debugged: it runs on.", child));
     if (auto* p = table.find(child)) (void)p->detach();
     s.server().remove_process(child);
@@ -181,7 +201,10 @@ Reply handle(Session& s, const StepBranch& b) {
 }
 
 Reply handle(Session& s, const StepBranchNext& n) {
-  // The converted step runs the thread alone with the process stopped, which non-stop cannot promise.
+  // The converted step runs the thread alone with the process stopped, which non-stop cannot
+  // promise; and GDB steps over a breakpoint out of line there (displaced stepping: the
+  // instruction copied to a scratch pad), where a run on to the next branch would execute the
+  // pad. The GDB command falls back to stepping from the client (scripts/gdb/branchstub.py).
   if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
   if (!p || !p->alive()) return no_process(s);

@@ -165,3 +165,51 @@ TEST_CASE("StopNotifications: one in flight, the rest through vStopped") {
   CHECK(q.acknowledge() == std::nullopt);
   CHECK(q.restart({}) == std::nullopt);
 }
+
+TEST_CASE("non-stop: stepbranch-next is refused; the client's step stays a step of that thread alone") {
+  NonStop n;
+  // In non-stop GDB steps over a breakpoint out of line (displaced stepping: the instruction
+  // copied to a scratch pad); a run to the next branch from there would execute the pad.
+  CHECK(n.h.request("Qbranchstub:stepbranch-next:p64.65,2") == "E.stepbranch needs all-stop mode (set non-stop off).");
+  CHECK(n.h.request("vCont;s:p64.65") == "OK");
+  CHECK(n.p.step_branches.empty());
+  REQUIRE(n.p.resumes.size() == 1);
+  REQUIRE(n.p.resumes[0].threads.count(0x65));
+  CHECK(n.p.resumes[0].threads.at(0x65).kind == ResumeKind::Step);
+  CHECK_FALSE(n.p.resumes[0].others);
+  n.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.h.request("qbranchstub:stepbranch-last") == "none");
+  CHECK(n.h.request("vStopped") == "OK");
+}
+
+TEST_CASE("non-stop: a held fork child waits until its forking thread itself goes on") {
+  NonStop n;
+  auto child = std::make_unique<FakeProcess>(0x1c8, std::vector<pid_t>{0x1c8});
+  auto c = child->journal;
+  n.p.add_fork_child(std::move(child));
+  CHECK(n.h.request("vCont;c") == "OK");
+  auto vfork = stop_event(StopKind::VFork, 0x64, 0x65, SIGTRAP);
+  vfork.child_pid = 0x1c8;
+  n.p.stop_with(vfork);
+  n.h.wait();
+  CHECK(n.h.take_notifications() == Packets{"Stop:T05vfork:p1c8.1c8;" + n.regs65 + "thread:p64.65;"});
+  CHECK(n.h.request("vStopped") == "OK");
+  SECTION("GDB stops the other threads, then detaches the child") {
+    // GDB 13 stops the parent's other threads (vCont;t) before it detaches a vfork child:
+    // those resumes are not the forking thread's, the child stays held for the D.
+    CHECK(n.h.round_trip("vCont;t:p64.64") == Packets{"OK"});
+    CHECK(n.h.round_trip("vCont;t:p64.66") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 0);
+    CHECK(n.h.request("D;1c8") == "OK");
+    CHECK(fake::count(*c, "detach") == 1);
+  }
+  SECTION("never named: let go when the forking thread is resumed") {
+    CHECK(n.h.round_trip("vCont;t:p64.64") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 0);
+    CHECK(n.h.round_trip("vCont;c:p64.65") == Packets{"OK"});
+    CHECK(fake::count(*c, "detach") == 1);
+    CHECK(n.h.server().process_for(0x1c8) == nullptr);
+  }
+}

@@ -1,0 +1,95 @@
+// LinuxProcess in non-stop mode against real programs: the leader that leaves with
+// pthread_exit while another thread runs (it has no wait status of its own).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "backend/linux_process.h"
+#include "test_process_support.h"
+
+using namespace backend;
+using namespace bs_test;
+
+namespace {
+
+std::unique_ptr<Process> launch_non_stop(const std::string& exe, bool thread_events) {
+  auto p = Process::launch(options_for(exe));
+  INFO((p ? std::string() : p.error().message));
+  REQUIRE(p.ok());
+  std::unique_ptr<Process> proc = std::move(p.value());
+  REQUIRE(proc->set_non_stop(true).ok());
+  proc->set_thread_events(thread_events);
+  return proc;
+}
+
+bool listed(Process& p, pid_t tid) {
+  auto threads = p.threads();
+  return std::find(threads.begin(), threads.end(), tid) != threads.end();
+}
+
+}  // namespace
+
+TEST_CASE("non-stop: a leader gone with pthread_exit is an exited thread, off the list", "[process][non-stop]") {
+  auto exe = inferior("leader_exit");
+  uint64_t after = symbol(exe, "after_leader_exit");
+  REQUIRE(after != 0);
+  auto p = launch_non_stop(exe, true);
+  pid_t pid = p->pid();
+  REQUIRE(p->insert_breakpoint(BreakpointKind::Software, after, 1).ok());
+  REQUIRE(p->resume(continue_all()).ok());
+  std::vector<StopKind> kinds;
+  std::optional<StopEvent> hit;
+  bool leader_exit_told = false;
+  while (!hit) {
+    auto ev = wait_stop(*p);
+    REQUIRE(ev);
+    kinds.push_back(ev->kind);
+    if (ev->kind == StopKind::ThreadCreated) {
+      ResumePlan plan;  // a new thread waits stopped for the client's resume
+      plan.threads[ev->tid] = ResumeAction{ResumeKind::Continue};
+      REQUIRE(p->resume(plan).ok());
+    } else if (ev->kind == StopKind::ThreadExited) {
+      CHECK(ev->tid == pid);
+      leader_exit_told = true;
+    } else {
+      REQUIRE(ev->kind == StopKind::Breakpoint);
+      hit = ev;
+    }
+  }
+  // The thread saw the leader exited before it hit: the leader's exit is told first, and at
+  // the stop the leader is no longer a thread of the process.
+  CHECK(leader_exit_told);
+  CHECK(hit->tid != pid);
+  CHECK_FALSE(listed(*p, pid));
+  CHECK_FALSE(p->has_thread(pid));
+  CHECK(p->stopped_threads().size() == 1);
+  REQUIRE(p->resume(continue_all()).ok());
+  auto end = wait_stop(*p);
+  REQUIRE(end);
+  CHECK(end->kind == StopKind::Exited);
+  CHECK(end->exit_status == 5);
+}
+
+TEST_CASE("non-stop: only the leader resumed, it leaves with pthread_exit: no resumed thread is left",
+          "[process][non-stop]") {
+  auto exe = inferior("leader_exit");
+  uint64_t ready = symbol(exe, "ready");
+  REQUIRE(ready != 0);
+  auto p = launch_non_stop(exe, false);
+  pid_t pid = p->pid();
+  REQUIRE(p->insert_breakpoint(BreakpointKind::Software, ready, 1).ok());
+  REQUIRE(p->resume(continue_all()).ok());
+  auto hit = wait_stop(*p);  // the new thread at ready(); the leader runs on to pthread_exit
+  REQUIRE(hit);
+  REQUIRE(hit->kind == StopKind::Breakpoint);
+  REQUIRE(hit->tid != pid);
+  auto none = wait_stop(*p);
+  REQUIRE(none);
+  CHECK(none->kind == StopKind::NoResumed);
+  CHECK_FALSE(p->running());
+  CHECK_FALSE(p->has_thread(pid));
+  CHECK(p->threads() == std::vector<pid_t>{hit->tid});
+  REQUIRE(p->kill().ok());
+}
