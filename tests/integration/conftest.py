@@ -62,3 +62,18 @@ def watch_mode(request):
         if not works:
             pytest.skip("debug registers do not trap on this machine: " + why)
     return mode
+
+
+@pytest.fixture
+def mi():
+    """Starts GDB/MI sessions (mi_client.MiSession) for a test and closes them afterwards."""
+    from mi_client import MiSession
+    sessions = []
+
+    def start(prog):
+        s = MiSession([prog])
+        sessions.append(s)
+        return s
+    yield start
+    for s in sessions:
+        s.close()

@@ -10,19 +10,6 @@ from mi_client import MiSession
 BASIC, BPLOOP, THREADS = inferior("basic"), inferior("bploop"), inferior("threads")
 
 
-@pytest.fixture
-def mi():
-    sessions = []
-
-    def start(prog):
-        s = MiSession([prog])
-        sessions.append(s)
-        return s
-    yield start
-    for s in sessions:
-        s.close()
-
-
 def connect(s, srv, non_async=False):
     # What cppdbg sends before connecting (setupCommands aside).
     s.ok("-gdb-set mi-async %s" % ("off" if non_async else "on"))

@@ -15,19 +15,6 @@ NONSTOP = inferior("nonstop")
 THREADS = inferior("threads")
 
 
-@pytest.fixture
-def mi():
-    sessions = []
-
-    def start(prog):
-        s = MiSession([prog])
-        sessions.append(s)
-        return s
-    yield start
-    for s in sessions:
-        s.close()
-
-
 def connect_non_stop(s, srv):
     # As IDEs do: asynchronous MI (the client keeps talking while threads run), non-stop.
     s.ok("-gdb-set mi-async on")

@@ -105,6 +105,10 @@ std::string hex_le(uint64_t value, size_t size) {
   return out;
 }
 
+std::string gdb_expedited(uint64_t rbp, uint64_t rsp, uint64_t rip) {
+  return "06:" + hex_le(rbp, 8) + ";07:" + hex_le(rsp, 8) + ";10:" + hex_le(rip, 8) + ";";
+}
+
 // ---- SessionHarness ----
 
 server::ServerOptions SessionHarness::default_options() {

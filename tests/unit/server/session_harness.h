@@ -61,6 +61,8 @@ std::string unescape(std::string_view escaped);
 // Lowercase hex of bytes / of a little-endian integer of `size` bytes.
 std::string hex(std::string_view bytes);
 std::string hex_le(uint64_t value, size_t size);
+// The registers a GDB-dialect stop reply expedites (rbp, rsp, rip), as the session sends them.
+std::string gdb_expedited(uint64_t rbp, uint64_t rsp, uint64_t rip);
 
 class SessionHarness {
  public:

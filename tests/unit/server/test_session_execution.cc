@@ -10,15 +10,12 @@ using backend::ResumeKind;
 using backend::StopKind;
 using fake::FakeProcess;
 using fake::SessionHarness;
+using fake::gdb_expedited;
 using fake::hex_le;
 using fake::stop_event;
 using Packets = std::vector<std::string>;
 
 namespace {
-
-std::string gdb_expedited(uint64_t rbp, uint64_t rsp, uint64_t rip) {
-  return "06:" + hex_le(rbp, 8) + ";07:" + hex_le(rsp, 8) + ";10:" + hex_le(rip, 8) + ";";
-}
 
 // LLDB gets rax..eflags (0..0x11): 17 registers of 8 bytes, eflags of 4.
 std::string lldb_expedited(FakeProcess& p, pid_t tid) {

@@ -8,16 +8,8 @@
 
 using fake::FakeProcess;
 using fake::SessionHarness;
+using fake::gdb_expedited;
 using fake::hex_le;
-
-namespace {
-
-// The registers GDB gets with every stop: rbp (6), rsp (7), rip (0x10).
-std::string gdb_expedited(uint64_t rbp, uint64_t rsp, uint64_t rip) {
-  return "06:" + hex_le(rbp, 8) + ";07:" + hex_le(rsp, 8) + ";10:" + hex_le(rip, 8) + ";";
-}
-
-}  // namespace
 
 TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB dialect") {
   SessionHarness h;

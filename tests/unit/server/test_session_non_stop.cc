@@ -10,22 +10,19 @@ using backend::ResumeKind;
 using backend::StopKind;
 using fake::FakeProcess;
 using fake::SessionHarness;
+using fake::gdb_expedited;
 using fake::hex_le;
 using fake::stop_event;
 using Packets = std::vector<std::string>;
 
 namespace {
 
-std::string expedited(uint64_t rbp, uint64_t rsp, uint64_t rip) {
-  return "06:" + hex_le(rbp, 8) + ";07:" + hex_le(rsp, 8) + ";10:" + hex_le(rip, 8) + ";";
-}
-
 // A GDB session in non-stop on process 0x64 with threads 0x64, 0x65, 0x66.
 struct NonStop {
   SessionHarness h;
   FakeProcess& p = h.add_process(0x64, {0x64, 0x65, 0x66});
-  std::string regs65 = expedited(0x7ffe0010, 0x7ffe0000, 0x401000);
-  std::string zero = expedited(0, 0, 0);
+  std::string regs65 = gdb_expedited(0x7ffe0010, 0x7ffe0000, 0x401000);
+  std::string zero = gdb_expedited(0, 0, 0);
   NonStop() {
     p.set_reg(0x65, 6, 0x7ffe0010);
     p.set_reg(0x65, 7, 0x7ffe0000);
