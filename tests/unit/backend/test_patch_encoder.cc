@@ -226,5 +226,24 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   data[0] = ring;
   CHECK(fn(1) == 3);
   CHECK(data[0] == ring + 12);  // jnz never taken; the return recorded
+  // the inline cache filled with the return address: a 4-byte entry, the cached edge's id
+  REQUIRE(s2->cache);
+  uint64_t cache_at = P + 0x2000 + *s2->cache;
+  CHECK(cache_at % 8 == 0);
+  uint32_t cached_id = 21;
+  std::memcpy(p + 0x2000 + *s2->cache, &P, 8);  // another target first: a miss, as before
+  std::memcpy(p + 0x2000 + *s2->cache + 8, &cached_id, 4);
+  data[0] = ring;
+  CHECK(fn(2) == 6);
+  CHECK(data[0] == ring + 4 + 12);  // one taken jnz, the return through the table
+  uint64_t ret_to = P + 5;
+  std::memcpy(p + 0x2000 + *s2->cache, &ret_to, 8);
+  data[0] = ring;
+  CHECK(fn(3) == 9);
+  REQUIRE(data[0] == ring + 2 * 4 + 4);
+  std::memcpy(&w, words + 8, 4);
+  CHECK(w == 21);
+  CHECK(fn(4) == 12);  // a hit again
+  CHECK(data[0] == ring + 2 * 4 + 4 + 3 * 4 + 4);
   ::munmap(mem, 0x3000);
 }
