@@ -27,6 +27,7 @@ constexpr uint32_t kTableSlots = 1 << 17;       // instrumented block starts (ha
 constexpr uint64_t kMinCodeArea = 1 << 20;
 constexpr uint64_t kMaxCodeArea = 64 << 20;
 constexpr long kMapFixedNoReplace = 0x100000;   // MAP_FIXED_NOREPLACE (Linux 4.17)
+constexpr uint64_t kKeepClear = uint64_t{1} << 30;  // left free below a module for the loader
 
 bool failed(int64_t r) { return r < 0 && r > -4096; }
 
@@ -109,8 +110,12 @@ Result<void> PatchTracer::setup(pid_t tid) {
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
   uint64_t ring_bytes = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
   data_size_ = kPage + ring_bytes + kPage + table_bytes;
+  // A hint well below every module (not where the next library would go); only a hint.
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
+  uint64_t hint = lowest > 4 * kKeepClear ? (lowest - 3 * kKeepClear) & ~(kPage - 1) : 0;
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                 {0, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                 {hint, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
   if (!r) return r.error();
   if (failed(*r)) return Error{static_cast<int>(-*r), "mmap in the program failed"};
@@ -138,7 +143,13 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   for (const auto& m : *maps) used.emplace_back(m.start, m.end);
   std::sort(used.begin(), used.end());
   uint64_t size = std::clamp<uint64_t>(((r.hi - r.lo) * 4 + kMinCodeArea) & ~(kPage - 1), kMinCodeArea, kMaxCodeArea);
-  auto at = patch::free_range_near(used, r.lo, r.hi, size);
+  // Well below the module first (1 GiB): ld.so and mmap place new mappings right below the
+  // lowest ones, and a stub area there would move the libraries loaded after it.
+  auto away = used;
+  if (r.lo > kKeepClear) away.emplace_back(r.lo - kKeepClear, r.lo);
+  std::sort(away.begin(), away.end());
+  auto at = patch::free_range_near(away, r.lo, r.hi, size);
+  if (!at) at = patch::free_range_near(used, r.lo, r.hi, size);
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,

@@ -89,6 +89,19 @@ def test_shared_library_code_is_patched(procs):
     assert st["patched"] > 200 and st["ring"] > 10 * st["stops"], (st, n)
 
 
+def test_recording_from_the_first_instruction(procs):
+    """`record btrace` at the very first stop (ld.so's entry, before the program ran): the
+    stub and ring areas are injected there too (a SIGTRAP left pending by execve must not spoil
+    the injected mmap), and ld.so's startup, libc's init and main up to trace_begin are the
+    software source's history."""
+    prog = inferior("patchlibs")
+    cmds = ["record btrace", "break trace_begin", "continue", "info record", "record function-call-history /c"]
+    soft, patch = compare(procs, prog, ["3"], cmds)
+    st = ring_branches(patch)
+    assert "off:" not in re.search(r"patch: .*", patch).group(0), patch[-2000:]
+    assert st["patched"] > 100 and st["ring"] > 1000, st
+
+
 def test_breakpoints_steps_and_reads_inside_patched_code(procs):
     """Stops inside patched code: a breakpoint in the hot loop hit several times (each
     continue re-patches around it), single steps and `next` there, code read back with x/i and
