@@ -147,8 +147,10 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
     in.operand_size_16 = x.prefix[2] == 0x66;
     for (uint8_t i = 0; i < x.op_count; ++i) {
       const cs_x86_op& op = x.operands[i];
-      if (op.type == X86_OP_MEM && op.mem.base == X86_REG_RIP && x.encoding.disp_offset != 0 &&
-          x.encoding.disp_size == 4) {
+      // [rip+disp] always has a disp32 in 64-bit mode. capstone 4 reports disp_size 2 when
+      // a 66 prefix is present (`mov word [rip+d], ax`): the size is not trusted. No offset
+      // at all: the instruction is marked so that relocate() refuses it.
+      if (op.type == X86_OP_MEM && op.mem.base == X86_REG_RIP) {
         in.rip_relative = true;
         in.disp_offset = x.encoding.disp_offset;
       }
@@ -187,6 +189,7 @@ std::optional<std::vector<uint8_t>> relocate(const Insn& in, uint64_t new_addr) 
   if (in.flow) return std::nullopt;
   std::vector<uint8_t> out(in.bytes, in.bytes + in.len);
   if (!in.rip_relative) return out;
+  if (in.disp_offset == 0 || in.disp_offset + 4 > in.len) return std::nullopt;
   int32_t disp;
   std::memcpy(&disp, in.bytes + in.disp_offset, 4);
   uint64_t target = in.addr + in.len + static_cast<int64_t>(disp);

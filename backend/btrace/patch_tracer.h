@@ -1,7 +1,8 @@
 // The block-patching trace source (--btrace-source=patch): the software engine's exact
 // history without a ptrace stop per block where a block end can be patched.
 //
-// A traced thread that continues from code of the main executable runs free: every block end
+// A traced thread that continues from code of a patched module (the program, ld.so, libc, any
+// executable file mapping; each with its own stub area within rel32 reach) runs free: every block end
 // reachable from its pc through direct edges is instrumented first, either patched (a jmp rel32
 // over the control-flow instruction, and over the instructions before it when it is shorter
 // than 5 bytes, to a stub that appends the branch to a ring in the program and then does what
@@ -16,8 +17,8 @@
 // stop the thread is moved out of any stub (to the original address it stands for, or stepped
 // to the end of the stub) and every original byte is put back, so memory reads, Z0
 // breakpoints, single steps and registers see the program as it is. Reads while running (the
-// engine's decoder) get the original bytes through unshadow(). Slice 1 limits: single-threaded
-// processes (a second thread unpatches everything for good), the main executable only.
+// engine's decoder) get the original bytes through unshadow(). Limit: single-threaded processes
+// (a second thread unpatches everything for good).
 #pragma once
 
 #include <sys/types.h>
@@ -72,7 +73,7 @@ class PatchTracer {
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
   void suspend(LinuxThread* t);
-  // A second thread appeared: patching stops for this process (slice 1).
+  // A second thread appeared: patching stops for this process (threads are not handled yet).
   void thread_created(LinuxThread& t);
   // A fork child got a copy of the patched code: put its original bytes back.
   void restore_into(const ProcMemory& child) const;

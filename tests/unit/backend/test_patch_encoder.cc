@@ -51,6 +51,28 @@ TEST_CASE("relocate re-targets rip-relative operands and refuses branches", "[pa
   CHECK(!relocate(jne, 0x2000));
 }
 
+TEST_CASE("relocate re-targets a 16-bit rip-relative store (66 prefix)", "[patch]") {
+  // mov word [rip+0x14fdd], ax at 0x8078 (capstone 4 reports its disp as 2 bytes; it is 4)
+  Insn in = decode_one({0x66, 0x89, 0x05, 0xdd, 0x4f, 0x01, 0x00}, 0x8078);
+  REQUIRE(in.rip_relative);
+  CHECK(in.disp_offset == 3);
+  uint64_t target = 0x8078 + 7 + 0x14fdd;
+  auto r = relocate(in, 0x40000000);
+  REQUIRE(r);
+  REQUIRE(r->size() == 7);
+  int32_t d;
+  std::memcpy(&d, r->data() + 3, 4);
+  CHECK(0x40000000 + 7 + static_cast<int64_t>(d) == static_cast<int64_t>(target));
+  // with an immediate after the displacement: mov word [rip+d], imm16
+  Insn imm = decode_one({0x66, 0xc7, 0x05, 0x10, 0x00, 0x00, 0x00, 0x34, 0x12}, 0x9000);
+  REQUIRE(imm.rip_relative);
+  auto r2 = relocate(imm, 0x9000 - 0x100);
+  REQUIRE(r2);
+  std::memcpy(&d, r2->data() + 3, 4);
+  CHECK(d == 0x10 + 0x100);
+  CHECK((*r2)[7] == 0x34);
+}
+
 TEST_CASE("jmp rel32 encodes both directions and refuses what rel32 cannot reach", "[patch]") {
   CHECK(jmp_rel32(0x1000, 0x1005) == std::vector<uint8_t>{0xe9, 0, 0, 0, 0});
   CHECK(jmp_rel32(0x1000, 0x1000) == std::vector<uint8_t>{0xe9, 0xfb, 0xff, 0xff, 0xff});
