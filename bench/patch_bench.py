@@ -9,6 +9,13 @@ so the loop dominates), per iteration. soft/patch: `record btrace` at the first 
 `continue` to `loop_done` timed inside GDB (Python perf_counter), per iteration; the record's
 instruction count is checked (16 per iteration + a constant) so the work was really recorded.
 Not a pass/fail test: it prints a markdown table.
+
+--programs adds whole-program rows for code that runs mostly in shared libraries: `ls -l DIR`
+and `gzip -c FILE` (FILE: --gzip-mib MiB of generated text; the software source gets
+--soft-gzip-kib KiB, its figure is scaled per byte). native: wall time of the whole run.
+soft/patch: `record btrace` at the first instruction (ld.so's entry), then `continue` to a
+breakpoint on libc's `_exit`, timed inside GDB (a 1 MiB BTS buffer: GDB's own processing of
+a full history is not what is measured).
 """
 import argparse
 import os
@@ -55,6 +62,65 @@ def traced_per_iter(exe, prog, source, iters, runs):
     return statistics.median(out_rates), insns
 
 
+def traced_program(exe, prog, args, source, runs):
+    times, insns = [], None
+    for _ in range(runs):
+        with bench.Server(source, exe, prog, args, ["--btrace-source=" + source]) as s:
+            cmds = ["set record btrace bts buffer-size 1048576", "record btrace", "set breakpoint pending on", "break _exit",
+                    "python import time; t0 = time.perf_counter()", "continue",
+                    "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record",
+                    "monitor btrace status"]
+            out = bench.run_gdb(s.port, prog, cmds, timeout=3600)
+        m = re.search(r"ELAPSED ([0-9.]+)", out)
+        n = re.search(r"Recorded (\d+) instructions", out)
+        if not m or not n or "_exit" not in out:
+            raise SystemExit("%s %s run failed:\n%s" % (source, prog, out[-3000:]))
+        insns = int(n.group(1))
+        times.append(float(m.group(1)))
+        status = re.search(r"patch: .*", out)
+        if status:
+            print("  %s %s: %s" % (source, os.path.basename(prog), status.group(0)), file=sys.stderr)
+    return statistics.median(times), insns
+
+
+def native_program(prog, args, runs):
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([prog] + args, check=True, stdout=subprocess.DEVNULL)
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def program_rows(exe, a):
+    import tempfile
+    rows = []
+    rows.append(("`ls -l %s`" % a.ls_dir, "/usr/bin/ls", ["-l", a.ls_dir], ["-l", a.ls_dir], 1.0))
+    tmp = tempfile.mkdtemp()
+    def text(path, size):
+        with open(path, "w") as f:
+            i = 0
+            while f.tell() < size:
+                f.write("line %d: the quick brown fox %x jumps over %d lazy dogs\n" % (i, i * 2654435761 % 2**32, i % 97))
+                i += 1
+    big, small = os.path.join(tmp, "big.txt"), os.path.join(tmp, "small.txt")
+    text(big, a.gzip_mib << 20)
+    text(small, a.soft_gzip_kib << 10)
+    scale = os.path.getsize(big) / os.path.getsize(small)
+    rows.append(("`gzip -c` %d MiB" % a.gzip_mib, "/usr/bin/gzip", ["-c", big], ["-c", small], scale))
+    print("| program | native | software source | patch source | software vs native | patch vs native |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for title, prog, args, soft_args, soft_scale in rows:
+        native = native_program(prog, args, a.runs)
+        patch, patch_insns = traced_program(exe, prog, args, "patch", a.runs)
+        soft, soft_insns = traced_program(exe, prog, soft_args, "soft", 1)
+        soft *= soft_scale
+        note = "" if soft_scale == 1.0 else " (%d KiB, x%.0f)" % (a.soft_gzip_kib, soft_scale)
+        print("| %s | %.1f ms | %.1f s%s | %.3f s | %.0fx | %.1fx |" % (
+            title, native * 1e3, soft, note, patch, soft / native, patch / native))
+        print("  %s: patch recorded %d instructions, software %d" % (title, patch_insns, soft_insns), file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(bench.REPO, "build"))
@@ -62,9 +128,17 @@ def main():
     ap.add_argument("--patch-iters", type=int, default=2000000)
     ap.add_argument("--native-iters", type=int, default=20000000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--programs", action="store_true", help="also ls -l and gzip -c (shared-library code)")
+    ap.add_argument("--programs-only", action="store_true")
+    ap.add_argument("--ls-dir", default="/usr/share/doc")
+    ap.add_argument("--gzip-mib", type=int, default=4)
+    ap.add_argument("--soft-gzip-kib", type=int, default=64)
     a = ap.parse_args()
     exe = os.path.join(a.build, "server", "branchstub")
     prog = os.path.join(a.build, "inferiors", "bploop")
+    if a.programs_only:
+        program_rows(exe, a)
+        return
     native = native_per_iter(prog, a.native_iters, a.runs)
     soft, soft_insns = traced_per_iter(exe, prog, "soft", a.soft_iters, a.runs)
     patch, patch_insns = traced_per_iter(exe, prog, "patch", a.patch_iters, a.runs)
@@ -77,6 +151,9 @@ def main():
     print("| patch source | %d | %d | %.1f | %.1fx |" % (a.soft_iters, patch_small_insns, patch_small * 1e9, patch_small / native))
     print("| patch source | %d | %d | %.1f | %.1fx |" % (a.patch_iters, patch_insns, patch * 1e9, patch / native))
     print("\npatch vs software: %.0fx faster per iteration" % (soft / patch))
+    if a.programs:
+        print()
+        program_rows(exe, a)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 // BranchRing: the software/LBR sources' history, read the way gdbserver reads a BTS buffer.
 #include "backend/btrace/branch_ring.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/btrace/blocks.h"
 
@@ -15,11 +18,10 @@ uint64_t bts_buffer_bytes(uint64_t requested, uint64_t page_size) {
   return pow2 * page_size;
 }
 
-BranchRing::BranchRing(uint64_t size_bytes) : size_bytes_(size_bytes) {}
+BranchRing::BranchRing(uint64_t size_bytes)
+    : size_bytes_(size_bytes), capacity_(static_cast<size_t>(std::max<uint64_t>(1, size_bytes / kBytesPerBranch))) {}
 
-size_t BranchRing::capacity() const {
-  return static_cast<size_t>(std::max<uint64_t>(1, size_bytes_ / kBytesPerBranch));
-}
+size_t BranchRing::capacity() const { return capacity_; }
 
 uint64_t BranchRing::size_bytes() const { return size_bytes_; }
 uint64_t BranchRing::total() const { return head_; }
@@ -31,6 +33,40 @@ void BranchRing::push(uint64_t from, uint64_t to) {
   if (ring_.size() < cap) ring_.push_back(Branch{from, to});
   else ring_[head_ % cap] = Branch{from, to};
   ++head_;
+}
+
+void BranchRing::push_many(std::span<const Branch> branches) {
+  size_t cap = capacity(), i = 0, n = branches.size();
+  if (ring_.size() < cap && n) {
+    size_t take = std::min(cap - ring_.size(), n);
+    // Grow 4x at a time (fewer copies of a history of millions), never past the capacity.
+    if (ring_.size() + take > ring_.capacity()) {
+      // The whole capacity at once where it is modest (address space only: pages are touched
+      // as branches arrive), else 4x at a time: few or no copies of a history of millions.
+      constexpr size_t kReserveAll = (size_t{1} << 30) / sizeof(Branch);
+      size_t want = cap <= kReserveAll ? cap : std::max(ring_.size() + take, ring_.capacity() * 4);
+      ring_.reserve(std::min(cap, want));
+    }
+#ifdef MADV_POPULATE_WRITE
+    // Fault in the pages this batch fills with one call instead of one fault every 256 branches.
+    {
+      constexpr uintptr_t kPage = 4096;
+      auto b = (reinterpret_cast<uintptr_t>(ring_.data() + ring_.size()) + kPage - 1) & ~(kPage - 1);
+      auto e = reinterpret_cast<uintptr_t>(ring_.data() + ring_.size() + take) & ~(kPage - 1);
+      if (e > b) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE);
+    }
+#endif
+    ring_.insert(ring_.end(), branches.begin(), branches.begin() + static_cast<std::ptrdiff_t>(take));
+    head_ += take;
+    i = take;
+  }
+  if (i == n) return;
+  size_t at = head_ % cap;
+  head_ += n - i;
+  for (; i < n; ++i) {
+    ring_[at] = branches[i];
+    if (++at == cap) at = 0;
+  }
 }
 
 // The newest n branches (n <= what is stored), newest first.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/error.h"
@@ -28,6 +29,8 @@ class BranchRing {
   static constexpr size_t kBytesPerBranch = 24;
   explicit BranchRing(uint64_t size_bytes);
   void push(uint64_t from, uint64_t to);
+  // The same as push() for each, in order (the block-patching source drains thousands at once).
+  void push_many(std::span<const Branch> branches);
   uint64_t size_bytes() const;       // the size reported in btrace-conf
   size_t capacity() const;           // branches
   uint64_t total() const;            // branches ever pushed
@@ -48,6 +51,7 @@ class BranchRing {
   uint64_t head_ = 0;       // total pushed
   uint64_t last_read_ = 0;  // head at the previous read
   uint64_t size_bytes_ = 0;
+  size_t capacity_ = 1;     // size_bytes_ / kBytesPerBranch, at least 1 (no division per push)
   uint64_t origin_ = 0;     // 0: unknown
 };
 

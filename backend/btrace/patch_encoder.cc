@@ -147,8 +147,10 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
     in.operand_size_16 = x.prefix[2] == 0x66;
     for (uint8_t i = 0; i < x.op_count; ++i) {
       const cs_x86_op& op = x.operands[i];
-      if (op.type == X86_OP_MEM && op.mem.base == X86_REG_RIP && x.encoding.disp_offset != 0 &&
-          x.encoding.disp_size == 4) {
+      // [rip+disp] always has a disp32 in 64-bit mode. capstone 4 reports disp_size 2 when
+      // a 66 prefix is present (`mov word [rip+d], ax`): the size is not trusted. No offset
+      // at all: the instruction is marked so that relocate() refuses it.
+      if (op.type == X86_OP_MEM && op.mem.base == X86_REG_RIP) {
         in.rip_relative = true;
         in.disp_offset = x.encoding.disp_offset;
       }
@@ -187,6 +189,7 @@ std::optional<std::vector<uint8_t>> relocate(const Insn& in, uint64_t new_addr) 
   if (in.flow) return std::nullopt;
   std::vector<uint8_t> out(in.bytes, in.bytes + in.len);
   if (!in.rip_relative) return out;
+  if (in.disp_offset == 0 || in.disp_offset + 4 > in.len) return std::nullopt;
   int32_t disp;
   std::memcpy(&disp, in.bytes + in.disp_offset, 4);
   uint64_t target = in.addr + in.len + static_cast<int64_t>(disp);
@@ -303,14 +306,82 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       if (!jmp_to(c, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
       break;
     case FlowKind::Call:
-      if (spec.record && spec.target != next) record_direct(s, spec);
-      push_return(c, f);
+      if (spec.record && spec.target != next) {
+        // Below rsp nothing is live at a call (the call itself writes [rsp-8]): no red-zone
+        // skip; rax records the entry, then carries the return address into its slot.
+        emit(c, {0x48, 0x8d, 0x64, 0x24, 0xf8});  // lea rsp,[rsp-8]
+        emit(c, {0x50});                          // push rax
+        emit(c, {0x48, 0xa1});                    // movabs rax,[head]
+        put64(c, spec.head_addr);
+        s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
+        emit(c, {0xc7, 0x00});  // mov dword [rax], id
+        put32(c, spec.edge_id);
+        emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
+        emit(c, {0x48, 0xa3});              // movabs [head],rax
+        put64(c, spec.head_addr);
+        emit(c, {0x48, 0xb8});  // movabs rax, return address
+        put64(c, next);
+        emit(c, {0x48, 0x89, 0x44, 0x24, 0x08});  // mov [rsp+8], rax
+        emit(c, {0x58});                          // pop rax
+      } else {
+        push_return(c, f);
+      }
       if (!jmp_to(c, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
       break;
     case FlowKind::Return:
     case FlowKind::IndirectJump:
     case FlowKind::IndirectCall: {
       if (!dynamic_supported(f, spec.kind)) return Error{EINVAL, fmt::format("unsupported operand at {:#x}", f.addr)};
+      // Inline cache first, without touching the flags: rcx = target; rax = ~cached;
+      // rcx + rax + 1 = target - cached, zero on a hit (jrcxz). An empty cache (0) never hits.
+      save_light(c);
+      emit(c, {0x51});  // push rcx
+      if (spec.kind == FlowKind::Return) {
+        emit(c, {0x48, 0x8b, 0x8c, 0x24});  // mov rcx,[rsp+128+16]
+        put32(c, kRedZone + 16);
+      } else {
+        if (!emit_modrm(c, stub_addr + c.size(), 0x8b, 1, *f.operand)) return Error{ERANGE, "operand out of range"};
+      }
+      std::vector<size_t> cache_refs;  // disp32 fields that address the cache slot
+      emit(c, {0x48, 0x8b, 0x05});  // mov rax,[rip+cache]
+      cache_refs.push_back(c.size());
+      put32(c, 0);
+      emit(c, {0x48, 0xf7, 0xd0});        // not rax
+      emit(c, {0x48, 0x8d, 0x4c, 0x01, 0x01});  // lea rcx,[rcx+rax+1]
+      emit(c, {0xe3, 0x05});              // jrcxz hit
+      emit(c, {0xe9});                    // jmp cache_miss
+      size_t jmp_miss = c.size();
+      put32(c, 0);
+      // hit: a 4-byte entry, the id of the edge (this site, the cached target)
+      emit(c, {0x48, 0xa1});  // movabs rax,[head]
+      put64(c, spec.head_addr);
+      emit(c, {0x8b, 0x0d});  // mov ecx,[rip+cache+8]
+      cache_refs.push_back(c.size());
+      put32(c, 8);
+      s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
+      emit(c, {0x89, 0x08});              // mov [rax],ecx
+      emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
+      emit(c, {0x48, 0xa3});              // movabs [head],rax
+      put64(c, spec.head_addr);
+      emit(c, {0x59});  // pop rcx
+      restore_light(c);
+      if (spec.kind == FlowKind::Return) {
+        uint32_t imm = (f.len >= 3 && f.bytes[f.len - 3] == 0xc2) ? (f.bytes[f.len - 2] | f.bytes[f.len - 1] << 8) : 0;
+        emit(c, {0x48, 0x8d, 0xa4, 0x24});  // lea rsp,[rsp+8+imm16]
+        put32(c, 8 + imm);
+      } else if (spec.kind == FlowKind::IndirectCall) {
+        push_return(c, f);
+      }
+      // An indirect jmp through the cache (predicted per site, unlike a `ret` after a call
+      // that was never a real call).
+      emit(c, {0xff, 0x25});  // jmp [rip+cache]
+      cache_refs.push_back(c.size());
+      put32(c, 0);
+      uint32_t miss_at = static_cast<uint32_t>(c.size());
+      uint32_t rel = miss_at - static_cast<uint32_t>(jmp_miss + 4);
+      std::memcpy(c.data() + jmp_miss, &rel, 4);
+      emit(c, {0x59});  // pop rcx
+      restore_light(c);
       save_heavy(c);
       // rcx = the target, computed from the program's registers (rax/rcx/rdx are still intact).
       if (spec.kind == FlowKind::Return) {
@@ -364,6 +435,15 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       restore_heavy(c);
       s.miss_int3 = static_cast<uint32_t>(c.size());
       c.push_back(0xcc);
+      while (c.size() % 8) c.push_back(0xcc);
+      s.cache = static_cast<uint32_t>(c.size());
+      c.resize(c.size() + kCacheBytes, 0);
+      for (size_t ref : cache_refs) {
+        int32_t add;
+        std::memcpy(&add, c.data() + ref, 4);  // 0: the target, 8: the edge id
+        int32_t d = static_cast<int32_t>(*s.cache + add) - static_cast<int32_t>(ref + 4);
+        std::memcpy(c.data() + ref, &d, 4);
+      }
       break;
     }
     default:

@@ -3,7 +3,7 @@
 // jumps to. Pure functions over bytes (no ptrace), so every encoder is unit-tested.
 //
 // A stub keeps every register and the flags, never writes into the red zone (it moves rsp 128
-// bytes down first), appends the branch to the ring in the inferior and then does what the
+// bytes down first; a call's stub only below the return address slot), appends the branch to the ring in the inferior and then does what the
 // original control-flow instruction does. Ring entries: a 32-bit word, the edge id (an index
 // into the server's table of (from, to) edges); bit 31 set means a 64-bit target follows (ret
 // and indirect branches). The ring ends at a PROT_NONE guard page: a full ring faults on the
@@ -100,7 +100,12 @@ struct Stub {
   std::vector<std::pair<uint32_t, uint64_t>> exact;
   std::optional<uint32_t> miss_int3;  // dynamic kinds: the int3 a target outside the table hits
   std::vector<uint32_t> ring_stores;  // offsets of the instructions that write a new entry first
+  // Dynamic kinds: offset of the stub's inline cache, {u64 target, u32 edge id} (zero: empty),
+  // which the server fills with a recent target (an instrumented block start) and the id of
+  // the edge (this site, that target). A hit records 4 bytes and jumps there without a probe.
+  std::optional<uint32_t> cache;
 };
+constexpr size_t kCacheBytes = 16;
 
 // Builds the stub for `spec` at stub_addr; an error names what cannot be encoded.
 Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr);

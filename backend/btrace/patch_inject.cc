@@ -30,6 +30,7 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
   regs.r8 = args[4];
   regs.r9 = args[5];
   std::vector<int> signals;
+  bool stale_trap_dropped = false;
   Result<int64_t> result = Error{EIO, "the injected system call did not complete"};
   if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0) {
     for (int tries = 0; tries < 32; ++tries) {
@@ -43,8 +44,16 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
       int sig = WSTOPSIG(status);
       if (sig == SIGTRAP && (status >> 16) == 0) {
         user_regs_struct after{};
-        if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) == 0 && after.rip == saved.rip + 2)
-          result = static_cast<int64_t>(after.rax);
+        if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) != 0) break;
+        // A SIGTRAP that was pending before the step (the one after execve, when the thread has
+        // not run yet) stops it before anything executed: dropped, as a resume would drop it.
+        // The kernel's return from execve rewrote rax meanwhile: the registers are set again.
+        if (after.rip == saved.rip && !stale_trap_dropped) {
+          stale_trap_dropped = true;
+          if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
+          continue;
+        }
+        if (after.rip == saved.rip + 2) result = static_cast<int64_t>(after.rax);
         break;
       }
       if (sig != SIGTRAP && sig != (SIGTRAP | 0x80)) signals.push_back(sig);  // suppressed now, queued again below

@@ -27,6 +27,7 @@ constexpr uint32_t kTableSlots = 1 << 17;       // instrumented block starts (ha
 constexpr uint64_t kMinCodeArea = 1 << 20;
 constexpr uint64_t kMaxCodeArea = 64 << 20;
 constexpr long kMapFixedNoReplace = 0x100000;   // MAP_FIXED_NOREPLACE (Linux 4.17)
+constexpr uint64_t kKeepClear = uint64_t{1} << 30;  // left free below a module for the loader
 
 bool failed(int64_t r) { return r < 0 && r > -4096; }
 
@@ -65,22 +66,56 @@ void PatchTracer::disable(std::string why, LinuxThread* t) {
 
 // ---------------------------------------------------------------- setting up
 
-Result<void> PatchTracer::setup(pid_t tid) {
-  auto exe = read_exe_path(pid_);
+// A module whose code is patched: an executable mapping of a file (the program, ld.so, libc,
+// dlopen'ed libraries); not [vdso] and not anonymous code.
+static bool patchable_mapping(const MemoryRegion& m) { return m.exec && !m.name.empty() && m.name[0] == '/'; }
+
+// The modules as mapped now: new ones become regions (their stub area is mapped on first use);
+// a region whose mapping went away (dlclose) is dropped with everything planned from its bytes,
+// nothing written there (other code may live there now).
+bool PatchTracer::sync_regions() {
   auto maps = read_memory_map(pid_);
-  if (!exe || !maps) return Error{EIO, "cannot read the process's memory map"};
+  if (!maps) return false;
+  std::vector<Region> now;
   for (const auto& m : *maps) {
-    if (!m.exec || m.name != *exe) continue;
-    if (!regions_.empty() && regions_.back().hi == m.start) regions_.back().hi = m.end;
-    else regions_.push_back(Region{m.start, m.end});
+    if (!patchable_mapping(m)) continue;
+    if (!now.empty() && now.back().hi == m.start && now.back().name == m.name) now.back().hi = m.end;
+    else now.push_back(Region{m.start, m.end, 0, 0, 0, m.name});
   }
-  if (regions_.empty()) return Error{ENOENT, "no executable mapping of the main program"};
+  bool dropped = false;
+  for (const auto& r : regions_) {
+    bool kept = std::any_of(now.begin(), now.end(),
+                            [&](const Region& n) { return n.lo == r.lo && n.hi == r.hi && n.name == r.name; });
+    if (kept) continue;
+    dropped = true;
+    for (auto& [a, s] : sites_)
+      if (a >= r.lo && a < r.hi) {
+        if (s.installed == Installed::Int3) (void)breakpoints_.remove(mem_, s.block.end.addr, BreakpointOwner::Internal);
+        if (s.installed == Installed::Patch) ranges_.erase(s.begin);
+        s.installed = Installed::None;
+      }
+  }
+  for (auto& n : now)
+    for (const auto& r : regions_)
+      if (n.lo == r.lo && n.hi == r.hi && n.name == r.name) n = r;  // keeps its stub area
+  regions_ = std::move(now);
+  if (dropped) forget_plans();
+  return true;
+}
+
+Result<void> PatchTracer::setup(pid_t tid) {
+  if (!sync_regions()) return Error{EIO, "cannot read the process's memory map"};
+  if (regions_.empty()) return Error{ENOENT, "no executable mapping of a file"};
   // The data area: [head][ring][guard][table]; anywhere (stubs address it absolutely).
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
   uint64_t ring_bytes = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
   data_size_ = kPage + ring_bytes + kPage + table_bytes;
+  // A hint well below every module (not where the next library would go); only a hint.
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
+  uint64_t hint = lowest > 4 * kKeepClear ? (lowest - 3 * kKeepClear) & ~(kPage - 1) : 0;
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                 {0, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                 {hint, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
   if (!r) return r.error();
   if (failed(*r)) return Error{static_cast<int>(-*r), "mmap in the program failed"};
@@ -108,7 +143,13 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   for (const auto& m : *maps) used.emplace_back(m.start, m.end);
   std::sort(used.begin(), used.end());
   uint64_t size = std::clamp<uint64_t>(((r.hi - r.lo) * 4 + kMinCodeArea) & ~(kPage - 1), kMinCodeArea, kMaxCodeArea);
-  auto at = patch::free_range_near(used, r.lo, r.hi, size);
+  // Well below the module first (1 GiB): ld.so and mmap place new mappings right below the
+  // lowest ones, and a stub area there would move the libraries loaded after it.
+  auto away = used;
+  if (r.lo > kKeepClear) away.emplace_back(r.lo - kKeepClear, r.lo);
+  std::sort(away.begin(), away.end());
+  auto at = patch::free_range_near(away, r.lo, r.hi, size);
+  if (!at) at = patch::free_range_near(used, r.lo, r.hi, size);
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
@@ -149,16 +190,14 @@ bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping) {
       return false;
     }
   }
+  if (!installed_) {
+    // Once per free run: modules loaded or unloaded since the last one (dlopen/dlclose).
+    (void)sync_regions();
+    install_all();
+  }
   uint64_t pc = pc_of(t.tid);
   Region* r = region_of(pc);
   if (!r) return false;
-  if (!r->code_begin) {
-    if (auto m = map_code_area(t.tid, *r); !m) {
-      disable(m.error().message, &t);
-      return false;
-    }
-  }
-  if (!installed_) install_all();
   instrument(t.tid, pc);
   return true;
 }
@@ -229,7 +268,6 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
 }
 
 void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
-  (void)tid;
   uninstall(s);
   s.planned = true;
   s.patchable = false;
@@ -271,7 +309,11 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   auto k = patch::choose_displacement(*insns, s.latest_start);
   if (!k) return;
   Region* r = region_of(f.addr);
-  if (!r || !r->code_begin) return;
+  if (!r) return;
+  if (!r->code_begin && (r->area_failed || !map_code_area(tid, *r))) {
+    r->area_failed = true;  // its block ends stay int3 sites
+    return;
+  }
   patch::StubSpec spec;
   spec.kind = f.kind;
   spec.displaced.assign(insns->begin() + static_cast<std::ptrdiff_t>(*k), insns->end() - 1);
@@ -284,11 +326,13 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   auto stub = patch::build_stub(spec, r->code_next);
   if (!stub || r->code_next + stub->code.size() > r->code_end) return;
   if (auto w = mem_.write(r->code_next, stub->code); !w || *w != stub->code.size()) return;
-  edges_.push_back(Edge{f.addr, target, f.len});
+  bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
+  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? r->code_next : 0});
   uint64_t begin = (*insns)[*k].addr;
   auto jmp = patch::jmp_rel32(begin, r->code_next);
   if (!jmp) return;
-  StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores};
+  StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
+                stub->cache, 0, f.len};
   stubs_[r->code_next] = std::move(info);
   r->code_next += (stub->code.size() + 15) & ~size_t{15};
   s.begin = begin;
@@ -339,6 +383,7 @@ void PatchTracer::suspend(LinuxThread* t) {
     normalize(owner_);
     drain(t && t->tid == owner_ ? t : nullptr);
   }
+  (void)sync_regions();  // a module unloaded while it ran: its bytes are not ours to restore
   stats_.patched_sites = stats_.int3_sites = 0;
   for (auto& [addr, s] : sites_) {
     stats_.patched_sites += s.installed == Installed::Patch;
@@ -386,6 +431,16 @@ size_t PatchTracer::drain(LinuxThread* t) {
       if (i + 8 > *got) break;
       std::memcpy(&to, drain_buf_.data() + i, 8);
       i += 8;
+      if (e.stub) {  // the site's latest target: its inline cache moves there after the drain
+        if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
+        uint32_t& at = last_dynamic_[id];
+        if (at) cache_moves_[at - 1].second = to;
+        else {
+          cache_moves_.emplace_back(e.stub, to);
+          cache_move_ids_.push_back(id);
+          at = static_cast<uint32_t>(cache_moves_.size());
+        }
+      }
     }
     if (to == e.from + e.len) continue;  // to the next instruction: straight-line in a trace
     last = Branch{e.from, to};
@@ -396,6 +451,7 @@ size_t PatchTracer::drain(LinuxThread* t) {
   uint8_t reset[8];
   std::memcpy(reset, &ring_begin_, 8);
   (void)mem_.write(head_addr_, reset);
+  update_caches();
   stats_.drained += count;
   if (count && t) {
     t->cursor.block_start = last.to;
@@ -403,6 +459,39 @@ size_t PatchTracer::drain(LinuxThread* t) {
     t->cursor.last_flow_taken = true;
   }
   return count;
+}
+
+// Each dynamic site that missed its inline cache since the last drain caches its latest
+// target, when that target is instrumented (a hit jumps there directly). Never the stub the
+// thread stands in (it may be between reading the target and the id).
+void PatchTracer::update_caches() {
+  if (cache_moves_.empty()) return;
+  uint64_t pc = pc_of(owner_);
+  for (const auto& [base, target] : cache_moves_) {
+    auto it = stubs_.find(base);
+    if (it == stubs_.end() || !it->second.cache || it->second.cached == target) continue;
+    StubInfo& info = it->second;
+    if (pc >= base && pc < base + info.len) continue;
+    if (!visited_.count(target)) continue;
+    auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
+    if (fresh) edges_.push_back(Edge{info.flow, target, info.flow_len, 0});
+    uint8_t slot[12];
+    std::memcpy(slot, &target, 8);
+    std::memcpy(slot + 8, &e->second, 4);
+    if (auto w = mem_.write(base + *info.cache, slot); w && *w == sizeof slot) info.cached = target;
+  }
+  for (uint32_t id : cache_move_ids_) last_dynamic_[id] = 0;
+  cache_move_ids_.clear();
+  cache_moves_.clear();
+}
+
+void PatchTracer::clear_caches() {
+  uint8_t zeros[patch::kCacheBytes] = {};
+  for (auto& [base, info] : stubs_)
+    if (info.cache && info.cached) {
+      (void)mem_.write(base + *info.cache, zeros);
+      info.cached = 0;
+    }
 }
 
 // A thread stopped inside a stub goes back to the original address it stands for where nothing
@@ -514,12 +603,17 @@ void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
   bool touches = false;
   for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
   if (!touches) return;
-  // Plans made from the old bytes are dropped (stubs stay allocated; the table is emptied so no
-  // stub trusts a target planned from them).
+  forget_plans();
+}
+
+// Plans made from the old bytes are dropped (stubs stay allocated; the table and the inline
+// caches are emptied so no stub trusts a target planned from them).
+void PatchTracer::forget_plans() {
   for (auto& [a, s] : sites_) uninstall(s);
   sites_.clear();
   visited_.clear();
   ranges_.clear();
+  clear_caches();
   if (ready_) {
     std::vector<uint8_t> zeros(table_.size() * 8, 0);
     (void)mem_.write(table_addr_, zeros);

@@ -1,7 +1,8 @@
 // The block-patching trace source (--btrace-source=patch): the software engine's exact
 // history without a ptrace stop per block where a block end can be patched.
 //
-// A traced thread that continues from code of the main executable runs free: every block end
+// A traced thread that continues from code of a patched module (the program, ld.so, libc, any
+// executable file mapping; each with its own stub area within rel32 reach) runs free: every block end
 // reachable from its pc through direct edges is instrumented first, either patched (a jmp rel32
 // over the control-flow instruction, and over the instructions before it when it is shorter
 // than 5 bytes, to a stub that appends the branch to a ring in the program and then does what
@@ -16,8 +17,8 @@
 // stop the thread is moved out of any stub (to the original address it stands for, or stepped
 // to the end of the stub) and every original byte is put back, so memory reads, Z0
 // breakpoints, single steps and registers see the program as it is. Reads while running (the
-// engine's decoder) get the original bytes through unshadow(). Slice 1 limits: single-threaded
-// processes (a second thread unpatches everything for good), the main executable only.
+// engine's decoder) get the original bytes through unshadow(). Limit: single-threaded processes
+// (a second thread unpatches everything for good).
 #pragma once
 
 #include <sys/types.h>
@@ -72,7 +73,7 @@ class PatchTracer {
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
   void suspend(LinuxThread* t);
-  // A second thread appeared: patching stops for this process (slice 1).
+  // A second thread appeared: patching stops for this process (threads are not handled yet).
   void thread_created(LinuxThread& t);
   // A fork child got a copy of the patched code: put its original bytes back.
   void restore_into(const ProcMemory& child) const;
@@ -89,6 +90,8 @@ class PatchTracer {
   struct Region {
     uint64_t lo = 0, hi = 0;  // executable bytes of one module
     uint64_t code_begin = 0, code_next = 0, code_end = 0;  // its stub area (0: not mapped yet)
+    std::string name;  // the mapped file
+    bool area_failed = false;  // no stub area could be mapped near it
   };
   struct StubInfo {
     uint64_t flow = 0;   // the control-flow instruction it stands for
@@ -96,6 +99,9 @@ class PatchTracer {
     std::vector<std::pair<uint32_t, uint64_t>> exact;
     std::optional<uint32_t> miss_int3;
     std::vector<uint32_t> ring_stores;
+    std::optional<uint32_t> cache;  // dynamic stubs: offset of the inline cache
+    uint64_t cached = 0;            // the target it holds now (0: empty)
+    uint8_t flow_len = 0;
   };
   enum class Installed { None, Patch, Int3 };
   struct Site {
@@ -107,12 +113,16 @@ class PatchTracer {
     std::vector<uint8_t> original, patched;
     Installed installed = Installed::None;
   };
-  struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; };
+  // Ring entry id -> branch. `stub`: a dynamic site's stub (its ids carry the target; the
+  // drain moves the site's inline cache to it).
+  struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; uint64_t stub = 0; };
 
   Region* region_of(uint64_t addr);
   const Region* region_of(uint64_t addr) const;
   void disable(std::string why, LinuxThread* t);
   Result<void> setup(pid_t tid);
+  bool sync_regions();
+  void forget_plans();
   Result<void> map_code_area(pid_t tid, Region& r);
   void instrument(pid_t tid, uint64_t pc);
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
@@ -123,6 +133,8 @@ class PatchTracer {
   size_t drain(LinuxThread* t);
   void normalize(pid_t tid);
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
+  void update_caches();
+  void clear_caches();
 
   ProcMemory& mem_;
   SoftwareBreakpoints& breakpoints_;
@@ -144,6 +156,10 @@ class PatchTracer {
   std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
   std::unordered_set<uint64_t> visited_;     // instrumented block starts
   std::vector<Edge> edges_;                  // ring entry id -> branch
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> cache_edges_;  // (site, target) -> id
+  std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain
+  std::vector<uint32_t> cache_move_ids_;
+  std::vector<uint32_t> last_dynamic_;       // per edge id: position+1 in cache_moves_ (0: none)
   std::vector<uint8_t> drain_buf_;
   std::vector<Branch> batch_;
   Stats stats_;

@@ -282,11 +282,9 @@ void TraceManager::record_many(pid_t tid, std::span<const Branch> branches) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;
   ThreadTrace& t = it->second;
-  bool ring = t.ring && t.kind == Kind::Software, sink = t.coverage && sink_;
-  for (const Branch& b : branches) {
-    if (ring) t.ring->push(b.from, b.to);
-    if (sink) sink_->branch(tid, b.from, b.to);
-  }
+  if (t.ring && t.kind == Kind::Software) t.ring->push_many(branches);
+  if (t.coverage && sink_)
+    for (const Branch& b : branches) sink_->branch(tid, b.from, b.to);
 }
 
 void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc) {

@@ -62,7 +62,7 @@ REGION = ["break trace_begin", "continue", "record btrace", "break trace_end", "
 
 
 @pytest.mark.parametrize("name,args", [("patchloop", ["300"]), ("branches", []), ("bploop", ["400"]),
-                                        ("branches_signal", [])])
+                                        ("branches_signal", []), ("patchlibs", ["20"])])
 def test_same_history_as_software(procs, name, args):
     prog = inferior(name)
     if name == "bploop":
@@ -75,6 +75,31 @@ def test_same_history_as_software(procs, name, args):
     # every taken branch is in the history: the ring gave most of them
     n = int(re.search(r"Recorded (\d+) instructions", patch).group(1))
     assert n > 0
+
+
+def test_shared_library_code_is_patched(procs):
+    """libc's code (snprintf, qsort calling back into the program, strtol, memcmp) is patched
+    too: the history is the software source's line by line, and most branches came from the
+    ring (libc's block ends patched, not stopped at)."""
+    prog = inferior("patchlibs")
+    soft, patch = compare(procs, prog, ["30"], REGION)
+    st = ring_branches(patch)
+    n = int(re.search(r"Recorded (\d+) instructions", patch).group(1))
+    # the main program alone has a few dozen block ends; libc's make it hundreds
+    assert st["patched"] > 200 and st["ring"] > 10 * st["stops"], (st, n)
+
+
+def test_recording_from_the_first_instruction(procs):
+    """`record btrace` at the very first stop (ld.so's entry, before the program ran): the
+    stub and ring areas are injected there too (a SIGTRAP left pending by execve must not spoil
+    the injected mmap), and ld.so's startup, libc's init and main up to trace_begin are the
+    software source's history."""
+    prog = inferior("patchlibs")
+    cmds = ["record btrace", "break trace_begin", "continue", "info record", "record function-call-history /c"]
+    soft, patch = compare(procs, prog, ["3"], cmds)
+    st = ring_branches(patch)
+    assert "off:" not in re.search(r"patch: .*", patch).group(0), patch[-2000:]
+    assert st["patched"] > 100 and st["ring"] > 1000, st
 
 
 def test_breakpoints_steps_and_reads_inside_patched_code(procs):

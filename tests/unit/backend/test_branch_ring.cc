@@ -127,3 +127,23 @@ TEST_CASE("with a known origin and no overwrite, all keeps the oldest block") {
   REQUIRE(wrapped.ok());
   for (const auto& b : *wrapped) CHECK(b.begin != 0x100);
 }
+
+TEST_CASE("push_many keeps what push keeps, across the wrap", "[btrace]") {
+  // 10 branches of room; batches of 3, 4 and 9 fill it, wrap, and overwrite the oldest
+  BranchRing one(10 * BranchRing::kBytesPerBranch), many(10 * BranchRing::kBytesPerBranch);
+  std::vector<Branch> all;
+  for (uint64_t i = 1; i <= 16; ++i) all.push_back(Branch{0x1000 + 16 * i, 0x2000 + 16 * i});
+  for (const Branch& b : all) one.push(b.from, b.to);
+  many.push_many(std::span<const Branch>(all).subspan(0, 3));
+  many.push_many(std::span<const Branch>(all).subspan(3, 4));
+  many.push_many(std::span<const Branch>(all).subspan(7, 9));
+  many.push_many({});
+  CHECK(many.total() == one.total());
+  auto a = one.newest(10), b = many.newest(10);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].from == b[i].from);
+    CHECK(a[i].to == b[i].to);
+  }
+  CHECK(b.back().from == all.back().from);
+}

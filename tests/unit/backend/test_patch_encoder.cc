@@ -51,6 +51,28 @@ TEST_CASE("relocate re-targets rip-relative operands and refuses branches", "[pa
   CHECK(!relocate(jne, 0x2000));
 }
 
+TEST_CASE("relocate re-targets a 16-bit rip-relative store (66 prefix)", "[patch]") {
+  // mov word [rip+0x14fdd], ax at 0x8078 (capstone 4 reports its disp as 2 bytes; it is 4)
+  Insn in = decode_one({0x66, 0x89, 0x05, 0xdd, 0x4f, 0x01, 0x00}, 0x8078);
+  REQUIRE(in.rip_relative);
+  CHECK(in.disp_offset == 3);
+  uint64_t target = 0x8078 + 7 + 0x14fdd;
+  auto r = relocate(in, 0x40000000);
+  REQUIRE(r);
+  REQUIRE(r->size() == 7);
+  int32_t d;
+  std::memcpy(&d, r->data() + 3, 4);
+  CHECK(0x40000000 + 7 + static_cast<int64_t>(d) == static_cast<int64_t>(target));
+  // with an immediate after the displacement: mov word [rip+d], imm16
+  Insn imm = decode_one({0x66, 0xc7, 0x05, 0x10, 0x00, 0x00, 0x00, 0x34, 0x12}, 0x9000);
+  REQUIRE(imm.rip_relative);
+  auto r2 = relocate(imm, 0x9000 - 0x100);
+  REQUIRE(r2);
+  std::memcpy(&d, r2->data() + 3, 4);
+  CHECK(d == 0x10 + 0x100);
+  CHECK((*r2)[7] == 0x34);
+}
+
 TEST_CASE("jmp rel32 encodes both directions and refuses what rel32 cannot reach", "[patch]") {
   CHECK(jmp_rel32(0x1000, 0x1005) == std::vector<uint8_t>{0xe9, 0, 0, 0, 0});
   CHECK(jmp_rel32(0x1000, 0x1000) == std::vector<uint8_t>{0xe9, 0xfb, 0xff, 0xff, 0xff});
@@ -226,5 +248,24 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   data[0] = ring;
   CHECK(fn(1) == 3);
   CHECK(data[0] == ring + 12);  // jnz never taken; the return recorded
+  // the inline cache filled with the return address: a 4-byte entry, the cached edge's id
+  REQUIRE(s2->cache);
+  uint64_t cache_at = P + 0x2000 + *s2->cache;
+  CHECK(cache_at % 8 == 0);
+  uint32_t cached_id = 21;
+  std::memcpy(p + 0x2000 + *s2->cache, &P, 8);  // another target first: a miss, as before
+  std::memcpy(p + 0x2000 + *s2->cache + 8, &cached_id, 4);
+  data[0] = ring;
+  CHECK(fn(2) == 6);
+  CHECK(data[0] == ring + 4 + 12);  // one taken jnz, the return through the table
+  uint64_t ret_to = P + 5;
+  std::memcpy(p + 0x2000 + *s2->cache, &ret_to, 8);
+  data[0] = ring;
+  CHECK(fn(3) == 9);
+  REQUIRE(data[0] == ring + 2 * 4 + 4);
+  std::memcpy(&w, words + 8, 4);
+  CHECK(w == 21);
+  CHECK(fn(4) == 12);  // a hit again
+  CHECK(data[0] == ring + 2 * 4 + 4 + 3 * 4 + 4);
   ::munmap(mem, 0x3000);
 }
