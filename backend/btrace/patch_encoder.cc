@@ -93,10 +93,10 @@ void restore_heavy(std::vector<uint8_t>& c) {
 }
 constexpr int32_t kHeavyFrame = 128 + 4 * 8;  // rsp of the program = stub rsp + this
 
-// Appends the 4-byte entry `id` (rax is free, flags untouched).
-void record_direct(Stub& s, const StubSpec& spec) {
+// Appends the 4-byte entry `id` at the ring head and advances the head (clobbers rax, not
+// the flags).
+void append_entry(Stub& s, const StubSpec& spec) {
   auto& c = s.code;
-  save_light(c);
   emit(c, {0x48, 0xa1});  // movabs rax,[head]
   put64(c, spec.head_addr);
   s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
@@ -105,7 +105,13 @@ void record_direct(Stub& s, const StubSpec& spec) {
   emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
   emit(c, {0x48, 0xa3});              // movabs [head],rax
   put64(c, spec.head_addr);
-  restore_light(c);
+}
+
+// Appends the 4-byte entry `id` (rax is free, flags untouched).
+void record_direct(Stub& s, const StubSpec& spec) {
+  save_light(s.code);
+  append_entry(s, spec);
+  restore_light(s.code);
 }
 
 // Pushes the original return address of a call at `flow`. One 8-byte store (through rax, kept):
@@ -311,14 +317,7 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
         // skip; rax records the entry, then carries the return address into its slot.
         emit(c, {0x48, 0x8d, 0x64, 0x24, 0xf8});  // lea rsp,[rsp-8]
         emit(c, {0x50});                          // push rax
-        emit(c, {0x48, 0xa1});                    // movabs rax,[head]
-        put64(c, spec.head_addr);
-        s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
-        emit(c, {0xc7, 0x00});  // mov dword [rax], id
-        put32(c, spec.edge_id);
-        emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
-        emit(c, {0x48, 0xa3});              // movabs [head],rax
-        put64(c, spec.head_addr);
+        append_entry(s, spec);
         emit(c, {0x48, 0xb8});  // movabs rax, return address
         put64(c, next);
         emit(c, {0x48, 0x89, 0x44, 0x24, 0x08});  // mov [rsp+8], rax
