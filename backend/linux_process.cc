@@ -483,12 +483,20 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   }
   // A plain continue stops at syscalls while the client catches them; so does a checked
   // step over a syscall instruction (a single step would run through the syscall unseen).
-  bool syscall_stops = catch_syscalls_ && !t.overlaid() &&
-                       (t.in<run::Normal>() || (t.in<run::WatchStep>() && !run_ahead && (t.in_syscall || at_syscall(t.tid))));
+  // A traced thread too: the syscall instruction ending its block runs lifted, under
+  // PTRACE_SYSCALL rather than a single step, and untraced stretches run under it.
+  bool lifted_syscall = t.lifted_step && !t.signal_entry && t.lifted_step->insn.kind == FlowKind::Syscall;
+  bool syscall_stops = catch_syscalls_ &&
+                       ((!t.overlaid() && (t.in<run::Normal>() || t.in<run::Traced>() ||
+                                           (t.in<run::WatchStep>() && !run_ahead && (t.in_syscall || at_syscall(t.tid))))) ||
+                        (lifted_syscall && !t.in<run::WatchStep>() && !t.in<run::StepBranch>()));
   long request = block ? kPtraceSingleblock
-                 : syscall_stops && (!single || t.in<run::WatchStep>()) ? long{PTRACE_SYSCALL}
+                 : syscall_stops && (!single || t.in<run::WatchStep>() || lifted_syscall) ? long{PTRACE_SYSCALL}
                  : single ? long{PTRACE_SINGLESTEP}
                           : long{PTRACE_CONT};
+  // Resumed from a syscall's entry stop with no syscall or step stop to come (the client no
+  // longer catches syscalls): the instruction is done as far as the trace can tell.
+  if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);
   if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
                reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
     return;  // ESRCH: the thread is gone; its exit status will tell
@@ -829,6 +837,13 @@ void LinuxProcess::handle_step_done(LinuxThread& t, int si_code, std::optional<u
   }
   if (t.lifted_step) return stepper_.lifted_step_done(t);
   if (t.signal_entry) return stepper_.signal_entry_done(t);
+  if (t.syscall_flow) {
+    // A step from a syscall's entry stop ends after its exit: that finishes the syscall; the
+    // step itself executed nothing more.
+    finish_syscall_flow(t);
+    t.cursor.step_from = 0;
+    if (t.in<run::Normal>() || t.in<run::Traced>()) return proceed(t);
+  }
   if (auto* sb = std::get_if<run::StepBranch>(&t.mode))
     return sb->singleblock ? stepper_.stepbranch_singleblock_done(t, si_code, dr6) : stepper_.stepbranch_step_done(t);
   uint64_t pc = get_pc(t.tid);
@@ -981,6 +996,14 @@ void LinuxProcess::set_catch_syscalls(bool on, std::set<int> syscalls) {
   caught_syscalls_ = on ? std::move(syscalls) : std::set<int>{};
 }
 
+void LinuxProcess::finish_syscall_flow(LinuxThread& t) {
+  FlowInsn insn = *t.syscall_flow;
+  t.syscall_flow.reset();
+  uint64_t pc = get_pc(t.tid);
+  // Elsewhere than after the instruction: rt_sigreturn, or a handler entered at syscall exit.
+  stepper_.flow_done(t, insn, FlowOutcome{pc, insn.len != 0 && pc != insn.addr + insn.len});
+}
+
 void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   // Entry or exit? The kernel says so since 5.3; before that, alternate (a step from an
   // entry stop ends the syscall without an exit stop, so the toggle is only a fallback).
@@ -999,6 +1022,15 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
     t.syscall_nr = errno ? (entry ? -1 : t.syscall_nr) : static_cast<int>(nr);
   }
   t.in_syscall = entry;
+  if (entry && t.lifted_step && !t.signal_entry && t.lifted_step->insn.kind == FlowKind::Syscall) {
+    // The lifted syscall instruction has run up to its entry: our int3 goes back now (as after
+    // a lifted step); the exit stop records it.
+    if (t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
+    t.syscall_flow = t.lifted_step->insn;
+    t.lifted_step.reset();
+  }
+  bool finished_flow = !entry && t.syscall_flow;
+  if (finished_flow) finish_syscall_flow(t);
   if (!entry && t.watch_step) {  // the checked step over a syscall instruction ends here
     t.watch_hit = watch_.check(*t.watch_step, watch_reader_);
     t.watch_step.reset();
@@ -1006,7 +1038,9 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   int nr = t.syscall_nr;
   bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
   if (!wanted) {
-    if (!stopping()) resume_thread(t, 0);
+    if (stopping()) return;
+    if (finished_flow) return proceed(t);  // a traced thread plans its next block
+    resume_thread(t, 0);
     return;
   }
   StopEvent ev = make_event(entry ? StopKind::SyscallEntry : StopKind::SyscallReturn, t.tid, SIGTRAP);

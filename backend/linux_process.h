@@ -166,7 +166,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void handle_ptrace_event(LinuxThread& t, int event);
   void handle_fork(LinuxThread& t, int event, pid_t child);
   void handle_exec();
-  void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
+  void handle_syscall_stop(LinuxThread& t);
+  void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
   // The thread's step ended (si_code of its SIGTRAP; DR6 as read for a block step).
   void handle_step_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6);
   // An int3 of ours (and no client's) at addr was hit.

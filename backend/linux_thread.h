@@ -97,6 +97,10 @@ struct LinuxThread {
   // Syscall catching: between an entry stop and its exit stop, and the syscall's number.
   bool in_syscall = false;
   int syscall_nr = -1;
+  // A lifted syscall instruction whose entry stop came (the client catches syscalls, so it ran
+  // under PTRACE_SYSCALL instead of a single step): its exit, or the step trap after it,
+  // finishes it as the lifted step would have.
+  std::optional<FlowInsn> syscall_flow;
   // Non-stop (unused in all-stop): the client resumed it and was not told of a stop since;
   // a stop it asked for (vCont;t: signal 0, vCtrlC: SIGINT) to report at the next chance;
   // stopped by us for an instant (a memory write, another thread's step-over), to be resumed

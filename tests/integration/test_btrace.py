@@ -259,3 +259,33 @@ def test_buffer_size_reported_is_the_one_used(procs):
                          "info record", "kill"], prog=BRANCHES)
     sizes = re.findall(r"^Buffer size: (\d+)kB\.$", r.out, re.M)
     assert sizes == [str(page // 1024), str(4 * page // 1024)], r
+
+
+@pytest.mark.parametrize("source", ["soft", "patch"])
+def test_catch_syscall_while_recording(procs, source):
+    """Issue 11: `catch syscall` stops a recorded run exactly as an unrecorded one (the software
+    engine used to single-step over the syscall instruction, unseen by PTRACE_SYSCALL): entry
+    and return stops, the syscall instruction last in the history at the entry stop, a stepi
+    from an entry stop ending after the syscall with nothing more recorded, recording going on
+    to the next catchpoint."""
+    def run(cmds):
+        srv = procs.server(["--btrace-source=" + source, "--once", "{COMM}", BRANCHES])
+        return gdb_remote(srv, HISTORY + ["break trace_begin", "continue", "record btrace"] + cmds,
+                          prog=BRANCHES).out
+
+    out = run(["catch syscall getpid", "continue", "record instruction-history -", "continue", "delete",
+               "continue"])
+    assert "Catchpoint 2 (call to syscall getpid)" in out, out[-3000:]
+    assert "Catchpoint 2 (returned from syscall getpid)" in out, out[-3000:]
+    insns = re.findall(r"^\d+\t +0x[0-9a-f]+ <.*$", out, re.M)
+    assert insns and re.search(r"\tsyscall\s*$", insns[-1]), out[-3000:]
+    assert "exited normally" in out, out[-3000:]
+
+    out = run(["catch syscall getpid exit_group", "continue", "info record", "stepi", "info record",
+               "continue", "info record", "delete", "continue"])
+    assert "Catchpoint 2 (call to syscall getpid)" in out, out[-3000:]
+    assert "returned from syscall getpid" not in out, out[-3000:]
+    assert "Catchpoint 2 (call to syscall exit_group)" in out, out[-3000:]
+    counts = recorded(out)
+    assert len(counts) == 3 and counts[0] == counts[1] < counts[2], (counts, out[-3000:])
+    assert "exited normally" in out, out[-3000:]
