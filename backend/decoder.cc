@@ -5,6 +5,8 @@
 // control-flow instruction that ends the block, to read its operand.
 #include "backend/decoder.h"
 
+#include "backend/x86_length.h"
+
 #include <capstone/capstone.h>
 #include <fmt/format.h>
 
@@ -116,7 +118,16 @@ struct BlockCache::Impl {
     const uint8_t* code = buf.data() + (addr - buf_addr);
     size_t size = buf.size() - (addr - buf_addr);
     uint64_t address = addr;
-    return cs_disasm_iter(handle, &code, &size, &address, insn);
+    if (cs_disasm_iter(handle, &code, &size, &address, insn)) return true;
+    // What capstone 4 lacks (AVX-512 mask/compare forms, rdpkru): never control flow, so its
+    // length makes it an ordinary instruction of the block (id INVALID = not flow).
+    auto ext = extended_insn_length(std::span<const uint8_t>(code, size));
+    if (!ext) return false;
+    insn->id = X86_INS_INVALID;
+    insn->address = addr;
+    insn->size = ext->len;
+    std::memcpy(insn->bytes, code, ext->len);
+    return true;
   }
 
   // Fills a FlowInsn for the instruction decoded in `insn` with class c (re-decodes with detail

@@ -1,5 +1,7 @@
 #include "backend/coverage/graphs.h"
 
+#include "backend/x86_length.h"
+
 #include <capstone/capstone.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -124,7 +126,17 @@ Result<Cfg> build_cfg(const std::string& name, uint64_t start, uint64_t end, con
   const uint8_t* p = code.data();
   size_t size = code.size();
   uint64_t addr = start;
-  while (size > 0 && cs_disasm_iter(cs, &p, &size, &addr, insn)) {
+  while (size > 0) {
+    if (!cs_disasm_iter(cs, &p, &size, &addr, insn)) {
+      // What capstone 4 lacks (AVX-512 mask/compare forms) is never control flow.
+      auto ext = extended_insn_length(std::span<const uint8_t>(p, size));
+      if (!ext) break;
+      insns.push_back(Insn{addr, ext->len, Kind::Plain, 0, fmt::format("{:x}: (vex/evex, {} bytes)", addr, ext->len)});
+      p += ext->len;
+      size -= ext->len;
+      addr += ext->len;
+      continue;
+    }
     Insn i{insn->address, insn->size, Kind::Plain, 0, fmt::format("{:x}: {} {}", insn->address, insn->mnemonic, insn->op_str)};
     const cs_x86& x = insn->detail->x86;
     bool imm = x.op_count >= 1 && x.operands[0].type == X86_OP_IMM;

@@ -1,0 +1,109 @@
+// extended_insn_length against objdump (binutils 2.40): the byte sequences are instructions of
+// Debian 12's libc.so.6 that capstone 4 cannot decode (glibc's *_evex string functions), and
+// VEX/EVEX forms around them; lengths as objdump reports them.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "backend/decoder.h"
+#include "backend/x86_length.h"
+
+using namespace backend;
+
+namespace {
+
+std::optional<X86Length> len_of(std::vector<uint8_t> bytes, size_t pad = 8) {
+  bytes.resize(bytes.size() + pad, 0x90);  // what follows the instruction in memory
+  return extended_insn_length(bytes);
+}
+
+}  // namespace
+
+TEST_CASE("x86 length: what capstone 4 cannot decode", "[x86len]") {
+  struct Case { std::vector<uint8_t> bytes; uint8_t len; const char* what; };
+  std::vector<Case> cases = {
+      {{0xc5, 0xfb, 0x92, 0xc9}, 4, "kmovd %ecx,%k1"},
+      {{0xc5, 0xfb, 0x93, 0xc0}, 4, "kmovd %k0,%eax"},
+      {{0xc5, 0x7b, 0x93, 0xc0}, 4, "kmovd %k0,%r8d"},
+      {{0xc4, 0xe1, 0xfb, 0x93, 0xc0}, 5, "kmovq %k0,%rax"},
+      {{0xc4, 0xe1, 0xf9, 0x98, 0xc8}, 5, "kortestd %k0,%k1"},
+      {{0xc4, 0xe1, 0xf8, 0x98, 0xc0}, 5, "kortestq %k0,%k0"},
+      {{0xc4, 0xe1, 0xf5, 0x45, 0xc0}, 5, "kord %k0,%k1,%k0"},
+      {{0x62, 0xf3, 0x65, 0xa9, 0x25, 0xe2, 0x01}, 7, "vpternlogd $0x1,%ymm2,%ymm3,%ymm4{%k1}{z}"},
+      {{0x62, 0xe3, 0x75, 0x20, 0x25, 0x54, 0x17, 0xff, 0xde}, 9, "vpternlogd $0xde,-0x20(%rdi,%rdx,1),%ymm17,%ymm18"},
+      {{0x62, 0xe3, 0x75, 0x20, 0x25, 0x57, 0xfd, 0xde}, 8, "vpternlogd $0xde,-0x60(%rdi),%ymm17,%ymm18"},
+      {{0x0f, 0x01, 0xee}, 3, "rdpkru"},
+      {{0x0f, 0x01, 0xef}, 3, "wrpkru"},
+      // decoded by capstone too, same rules
+      {{0xc5, 0xf8, 0x77}, 3, "vzeroupper (no ModRM)"},
+      {{0x62, 0xf2, 0x7d, 0x48, 0x78, 0x14, 0x0f}, 7, "vpbroadcastb (%rdi,%rcx,1),%zmm2"},
+      {{0x62, 0xe1, 0xfe, 0x28, 0x6f, 0x4c, 0x16, 0xfc}, 8, "vmovdqu64 -0x80(%rsi,%rdx,1),%ymm17"},
+      {{0xc5, 0xfd, 0x70, 0xc0, 0x1b}, 5, "vpshufd $0x1b,%ymm0,%ymm0 (map 0F imm8)"},
+      {{0xc4, 0xe3, 0x7d, 0x38, 0xc1, 0x01}, 6, "vinserti128 (map 0F3A imm8)"},
+      {{0x64, 0xc5, 0xfd, 0x6f, 0x04, 0x25, 0x10, 0x00, 0x00, 0x00}, 10, "fs: vmovdqa 0x10,%ymm0 (SIB, no base)"},
+      {{0xc5, 0xfd, 0x6f, 0x80, 0x00, 0x01, 0x00, 0x00}, 8, "vmovdqa 0x100(%rax),%ymm0 (disp32)"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    auto l = len_of(c.bytes);
+    REQUIRE(l);
+    CHECK(l->len == c.len);
+    CHECK_FALSE(l->rip_relative);
+  }
+}
+
+TEST_CASE("x86 length: [rip+disp32] operands say where the displacement is", "[x86len]") {
+  // vmovdqa 0x4d429(%rip),%ymm10
+  auto l = len_of({0xc5, 0x7d, 0x6f, 0x15, 0x29, 0xd4, 0x04, 0x00});
+  REQUIRE(l);
+  CHECK(l->len == 8);
+  CHECK(l->rip_relative);
+  CHECK(l->disp_offset == 4);
+  // EVEX vpcmpub $0,0x10(%rip),%ymm1,%k1 : disp after the ModRM, imm8 after the disp
+  l = len_of({0x62, 0xf3, 0x75, 0x28, 0x3e, 0x0d, 0x10, 0x00, 0x00, 0x00, 0x00});
+  REQUIRE(l);
+  CHECK(l->len == 11);
+  CHECK(l->disp_offset == 6);
+  // under an address-size prefix it is [eip+disp32]: not relocatable
+  l = len_of({0x67, 0xc5, 0x7d, 0x6f, 0x15, 0x29, 0xd4, 0x04, 0x00});
+  REQUIRE(l);
+  CHECK(l->len == 9);
+  CHECK(l->rip_relative);
+  CHECK(l->disp_offset == 0);
+}
+
+TEST_CASE("x86 length: anything else, malformed or cut short is refused", "[x86len]") {
+  CHECK_FALSE(len_of({0x90}));                    // nop: not ours to decode
+  CHECK_FALSE(len_of({0xe8, 0, 0, 0, 0}));        // call
+  CHECK_FALSE(len_of({0x0f, 0x01, 0x10}));        // 0F 01 with a memory operand (lgdt)
+  CHECK_FALSE(len_of({0x66, 0xc5, 0xf8, 0x77}));  // 66 before VEX: #UD
+  CHECK_FALSE(len_of({0x48, 0xc5, 0xf8, 0x77}));  // REX before VEX: #UD
+  CHECK_FALSE(len_of({0xc4, 0xe0, 0x7d, 0x6f, 0xc0}));  // VEX map 0
+  CHECK_FALSE(len_of({0x62, 0xf1, 0x79, 0x48, 0x6f, 0xc0}));  // EVEX with P1 bit 2 clear
+  CHECK_FALSE(len_of({0x62, 0xf4, 0x7d, 0x48, 0x6f, 0xc0}));  // EVEX map 4
+  CHECK_FALSE(len_of({0xc5, 0xfd, 0x6f, 0x80, 0x00}, 0));    // disp32 cut short
+  CHECK_FALSE(len_of({}, 0));
+  CHECK_FALSE(len_of({0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0xc5, 0xf8, 0x77}, 0));
+}
+
+TEST_CASE("BlockCache: a block made of AVX-512 mask instructions ends at its real branch", "[x86len][decoder]") {
+  // __strlen_evex's loop tail: kortestd %k0,%k1 ; kmovd %k0,%eax ; je -> block ends at the je
+  std::vector<uint8_t> code = {0xc4, 0xe1, 0xf9, 0x98, 0xc8, 0xc5, 0xfb, 0x93, 0xc0, 0x74, 0xf5, 0xc3};
+  const uint64_t base = 0x400000;
+  BlockCache cache([&](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    if (addr < base || addr >= base + code.size()) return 0;
+    size_t n = std::min<size_t>(out.size(), base + code.size() - addr);
+    std::copy_n(code.begin() + static_cast<long>(addr - base), n, out.begin());
+    return n;
+  });
+  auto b = cache.block_at(base);
+  REQUIRE(b);
+  CHECK(b->insn_count == 3);
+  CHECK(b->end.addr == base + 9);
+  CHECK(b->end.kind == FlowKind::CondJump);
+  CHECK(b->end.direct_target == base);
+  auto one = cache.insn_at(base + 5);
+  REQUIRE(one);
+  CHECK(one->first == 4);
+  CHECK_FALSE(one->second);
+}
