@@ -346,8 +346,8 @@ void BranchStepper::settle(LinuxThread& t) {
     const auto& s = patch_->stats();
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
-        "unknown ret/indirect targets, {} step-outs, {} installs{}",
-        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs,
+        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated{}",
+        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated,
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
     if (host_.logging()) host_.log_line(line);
     tracer_->set_patch_status(std::move(line));

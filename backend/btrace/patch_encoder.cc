@@ -1,5 +1,7 @@
 #include "backend/btrace/patch_encoder.h"
 
+#include "backend/x86_length.h"
+
 #include <capstone/capstone.h>
 #include <fmt/format.h>
 
@@ -126,9 +128,13 @@ void push_return(std::vector<uint8_t>& c, const Insn& flow) {
   emit(c, {0x58});                          // pop rax
 }
 
-bool jmp_to(std::vector<uint8_t>& c, uint64_t stub_addr, uint64_t target) {
+// A direct exit of the stub (to the original target or fall-through), listed in s.exits so
+// that the tracer can send it to a translation of the block there instead.
+bool jmp_to(Stub& s, uint64_t stub_addr, uint64_t target) {
+  auto& c = s.code;
   auto j = jmp_rel32(stub_addr + c.size(), target);
   if (!j) return false;
+  s.exits.emplace_back(static_cast<uint32_t>(c.size() + 1), target);
   c.insert(c.end(), j->begin(), j->end());
   return true;
 }
@@ -143,7 +149,24 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
   const uint8_t* p = code.data();
   size_t size = code.size();
   uint64_t a = addr;
-  while (size > 0 && cs_disasm_iter(h.get(), &p, &size, &a, ci)) {
+  while (size > 0) {
+    if (!cs_disasm_iter(h.get(), &p, &size, &a, ci)) {
+      // What capstone 4 lacks (AVX-512 mask/compare forms, rdpkru) is never control flow: its
+      // length and [rip+disp32] offset are enough to displace it.
+      auto ext = extended_insn_length(std::span<const uint8_t>(p, size));
+      if (!ext) break;
+      Insn in;
+      in.addr = a;
+      in.len = ext->len;
+      std::memcpy(in.bytes, p, ext->len);
+      in.rip_relative = ext->rip_relative;
+      in.disp_offset = ext->disp_offset;
+      out.push_back(in);
+      p += ext->len;
+      size -= ext->len;
+      a += ext->len;
+      continue;
+    }
     Insn in;
     in.addr = ci->address;
     in.len = static_cast<uint8_t>(ci->size);
@@ -302,14 +325,14 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
         c.insert(c.end(), f.bytes, f.bytes + f.len - 1);
         c.push_back(0x05);
       }
-      if (!jmp_to(c, stub_addr, next)) return Error{ERANGE, "fall-through out of range"};
+      if (!jmp_to(s, stub_addr, next)) return Error{ERANGE, "fall-through out of range"};
       if (spec.record && spec.target != next) record_direct(s, spec);
-      if (!jmp_to(c, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
+      if (!jmp_to(s, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
       break;
     }
     case FlowKind::Jump:
       if (spec.record && spec.target != next) record_direct(s, spec);
-      if (!jmp_to(c, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
+      if (!jmp_to(s, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
       break;
     case FlowKind::Call:
       if (spec.record && spec.target != next) {
@@ -325,7 +348,7 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       } else {
         push_return(c, f);
       }
-      if (!jmp_to(c, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
+      if (!jmp_to(s, stub_addr, spec.target)) return Error{ERANGE, "target out of range"};
       break;
     case FlowKind::Return:
     case FlowKind::IndirectJump:
@@ -372,10 +395,11 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
         push_return(c, f);
       }
       // An indirect jmp through the cache (predicted per site, unlike a `ret` after a call
-      // that was never a real call).
-      emit(c, {0xff, 0x25});  // jmp [rip+cache]
+      // that was never a real call), to where the target's code runs: the target itself or
+      // the translation of its block.
+      emit(c, {0xff, 0x25});  // jmp [rip+cache+16]
       cache_refs.push_back(c.size());
-      put32(c, 0);
+      put32(c, 16);
       uint32_t miss_at = static_cast<uint32_t>(c.size());
       uint32_t rel = miss_at - static_cast<uint32_t>(jmp_miss + 4);
       std::memcpy(c.data() + jmp_miss, &rel, 4);
@@ -439,7 +463,7 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       c.resize(c.size() + kCacheBytes, 0);
       for (size_t ref : cache_refs) {
         int32_t add;
-        std::memcpy(&add, c.data() + ref, 4);  // 0: the target, 8: the edge id
+        std::memcpy(&add, c.data() + ref, 4);  // 0: the target, 8: the edge id, 16: where to go
         int32_t d = static_cast<int32_t>(*s.cache + add) - static_cast<int32_t>(ref + 4);
         std::memcpy(c.data() + ref, &d, 4);
       }

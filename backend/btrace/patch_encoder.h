@@ -56,8 +56,8 @@ struct Insn {
   bool operand_size_16 = false;    // 66 prefix (16-bit branch forms are not patched)
 };
 
-// Decodes every instruction in `code` (at address addr) with capstone; stops at the first
-// undecodable byte. An error only if capstone cannot be opened.
+// Decodes every instruction in `code` (at address addr) with capstone (and extended_insn_length
+// for what capstone 4 lacks); stops at the first undecodable byte. An error only if capstone cannot be opened.
 Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t addr);
 
 // The bytes of `in` moved to new_addr (a [rip+disp32] operand re-targeted); nullopt when the
@@ -100,12 +100,16 @@ struct Stub {
   std::vector<std::pair<uint32_t, uint64_t>> exact;
   std::optional<uint32_t> miss_int3;  // dynamic kinds: the int3 a target outside the table hits
   std::vector<uint32_t> ring_stores;  // offsets of the instructions that write a new entry first
-  // Dynamic kinds: offset of the stub's inline cache, {u64 target, u32 edge id} (zero: empty),
-  // which the server fills with a recent target (an instrumented block start) and the id of
-  // the edge (this site, that target). A hit records 4 bytes and jumps there without a probe.
+  // Dynamic kinds: offset of the stub's inline cache (kCacheBytes; zero: empty), which the
+  // server fills with a recent target (an instrumented block start), the id of the edge (this
+  // site, that target) and where to go. A hit records 4 bytes and jumps there without a probe.
   std::optional<uint32_t> cache;
+  // The rel32 fields of its direct exits (offset in the stub, original target).
+  std::vector<std::pair<uint32_t, uint64_t>> exits;
 };
-constexpr size_t kCacheBytes = 16;
+// {u64 target, u32 edge id, u32 0, u64 destination}: the destination is the target or the
+// translation of the block there.
+constexpr size_t kCacheBytes = 24;
 
 // Builds the stub for `spec` at stub_addr; an error names what cannot be encoded.
 Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr);

@@ -262,9 +262,148 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     plan_site(tid, a, s);
     install(s);
   }
+  // Short blocks left to an int3 run from a translation when a stub leads to them.
+  for (uint64_t b : fresh) {
+    auto block = code_.block_at(b);
+    if (!block) continue;
+    auto it = sites_.find(block->end.addr);
+    if (it != sites_.end() && it->second.planned && !it->second.patchable) translate(tid, b);
+  }
   // Block starts go into the table only once the ends they lead to are planned: a stub that
   // finds a target there jumps to it.
   for (uint64_t b : fresh) table_insert(b);
+}
+
+void PatchTracer::link_exits(uint64_t base, std::vector<uint8_t>& code,
+                             const std::vector<std::pair<uint32_t, uint64_t>>& exits) {
+  for (const auto& [off, target] : exits) {
+    exits_.emplace(target, std::make_pair(base, off));
+    auto t = translations_.find(target);
+    if (t == translations_.end()) continue;
+    auto rel = static_cast<int64_t>(t->second.gate) - static_cast<int64_t>(base + off + 4);
+    if (rel != static_cast<int32_t>(rel)) continue;  // another module's area, out of reach
+    auto r32 = static_cast<int32_t>(rel);
+    std::memcpy(code.data() + off, &r32, 4);
+  }
+}
+
+// Where a stub's inline cache sends a hit on target.
+uint64_t PatchTracer::destination(uint64_t target) const {
+  auto t = translations_.find(target);
+  return t == translations_.end() ? target : t->second.gate;
+}
+
+void PatchTracer::translate(pid_t tid, uint64_t start) {
+  if (translations_.count(start)) return;
+  auto block = code_.block_at(start);
+  if (!block) return;
+  const FlowInsn& f = block->end;
+  uint64_t next = f.addr + f.len;
+  if (f.len == 0 || next - start > 256) return;
+  auto known = [&](uint64_t a) { return visited_.count(a) != 0; };
+  uint64_t target = 0;
+  bool dynamic = false;
+  switch (f.kind) {
+    case FlowKind::CondJump:
+    case FlowKind::Loop:
+      if (!f.direct_target || !known(*f.direct_target) || !known(next)) return;
+      target = *f.direct_target;
+      break;
+    case FlowKind::Jump:
+    case FlowKind::Call:
+      if (!f.direct_target || !known(*f.direct_target)) return;
+      target = *f.direct_target;
+      break;
+    case FlowKind::Return:
+    case FlowKind::IndirectJump:
+    case FlowKind::IndirectCall:
+      dynamic = true;
+      break;
+    default:
+      return;
+  }
+  std::vector<uint8_t> bytes(next - start);
+  if (code_.reader()(start, bytes) != bytes.size()) return;
+  auto insns = patch::decode_all(bytes, start);
+  if (!insns || insns->empty() || insns->back().addr != f.addr || insns->back().len != f.len) return;
+  if (dynamic && !patch::dynamic_supported(insns->back(), f.kind)) return;
+  Region* r = region_of(start);
+  if (!r) return;
+  if (!r->code_begin && (r->area_failed || !map_code_area(tid, *r))) {
+    r->area_failed = true;
+    return;
+  }
+  patch::StubSpec spec;
+  spec.kind = f.kind;
+  spec.displaced.assign(insns->begin(), insns->end() - 1);
+  spec.flow = insns->back();
+  spec.target = target;
+  spec.edge_id = static_cast<uint32_t>(edges_.size());
+  spec.head_addr = head_addr_;
+  spec.table_addr = table_addr_;
+  spec.table_mask = table_mask_;
+  const uint64_t gate = r->code_next;
+  auto stub = patch::build_stub(spec, gate + patch::kJmpLen);
+  if (!stub || gate + patch::kJmpLen + stub->code.size() > r->code_end) return;
+  // Offsets from the gate: it stands for the block start, as the first displaced copy does.
+  auto shift = [](uint32_t o) { return static_cast<uint32_t>(o + patch::kJmpLen); };
+  for (auto& e : stub->exact) e.first = shift(e.first);
+  for (auto& o : stub->ring_stores) o = shift(o);
+  for (auto& e : stub->exits) e.first = shift(e.first);
+  if (stub->miss_int3) stub->miss_int3 = shift(*stub->miss_int3);
+  if (stub->cache) stub->cache = shift(*stub->cache);
+  std::vector<uint8_t> code = {0x0f, 0x1f, 0x44, 0x00, 0x00};  // the gate, open: nop5
+  code.insert(code.end(), stub->code.begin(), stub->code.end());
+  link_exits(gate, code, stub->exits);
+  if (auto w = mem_.write(gate, code); !w || *w != code.size()) return;
+  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? gate : 0});
+  stub->exact.insert(stub->exact.begin(), {0u, start});
+  stubs_[gate] = StubInfo{f.addr, static_cast<uint32_t>(code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
+                          stub->cache, 0, f.len};
+  r->code_next += (code.size() + 15) & ~size_t{15};
+  translations_[start] = Translation{gate, next, true};
+  ++stats_.translated;
+  set_gate(start, !has_client_breakpoint(start, next));
+  // Stubs made before it that lead to the block now lead to its translation.
+  for (auto [it, last] = exits_.equal_range(start); it != last; ++it) {
+    auto [base, off] = it->second;
+    if (base == gate) continue;
+    auto rel = static_cast<int64_t>(gate) - static_cast<int64_t>(base + off + 4);
+    if (rel != static_cast<int32_t>(rel)) continue;
+    auto r32 = static_cast<int32_t>(rel);
+    (void)mem_.write(base + off, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&r32), 4));
+  }
+  for (auto [it, last] = cached_by_target_.equal_range(start); it != last; ++it) {
+    auto s = stubs_.find(it->second);
+    if (s == stubs_.end() || !s->second.cache || s->second.cached != start) continue;  // moved on since
+    uint64_t dest = gate;
+    (void)mem_.write(s->first + *s->second.cache + 16, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&dest), 8));
+  }
+}
+
+bool PatchTracer::has_client_breakpoint(uint64_t begin, uint64_t end) const {
+  for (uint64_t a = begin; a < end; ++a)
+    if (breakpoints_.has_client(a)) return true;
+  return false;
+}
+
+// Open: the translation runs. Closed: its gate jumps to the original block, whose int3 site
+// and any client breakpoint in it then work as without translations.
+void PatchTracer::set_gate(uint64_t start, bool open) {
+  auto it = translations_.find(start);
+  if (it == translations_.end() || it->second.open == open) return;
+  std::vector<uint8_t> gate = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+  if (!open) {
+    auto j = patch::jmp_rel32(it->second.gate, start);
+    if (!j) return;
+    gate = *j;
+  }
+  if (auto w = mem_.write(it->second.gate, gate); w && *w == gate.size()) it->second.open = open;
+}
+
+// Before each free run: client breakpoints may have come or gone since the last one.
+void PatchTracer::open_gates() {
+  for (auto& [start, t] : translations_) set_gate(start, !has_client_breakpoint(start, t.end));
 }
 
 void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
@@ -325,6 +464,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.table_mask = table_mask_;
   auto stub = patch::build_stub(spec, r->code_next);
   if (!stub || r->code_next + stub->code.size() > r->code_end) return;
+  link_exits(r->code_next, stub->code, stub->exits);
   if (auto w = mem_.write(r->code_next, stub->code); !w || *w != stub->code.size()) return;
   bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
   edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? r->code_next : 0});
@@ -374,6 +514,7 @@ void PatchTracer::uninstall(Site& s) {
 void PatchTracer::install_all() {
   installed_ = true;
   ++stats_.installs;
+  open_gates();
   for (auto& [addr, s] : sites_) install(s);
 }
 
@@ -475,10 +616,15 @@ void PatchTracer::update_caches() {
     if (!visited_.count(target)) continue;
     auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
     if (fresh) edges_.push_back(Edge{info.flow, target, info.flow_len, 0});
-    uint8_t slot[12];
+    uint8_t slot[patch::kCacheBytes] = {};
+    uint64_t dest = destination(target);
     std::memcpy(slot, &target, 8);
     std::memcpy(slot + 8, &e->second, 4);
-    if (auto w = mem_.write(base + *info.cache, slot); w && *w == sizeof slot) info.cached = target;
+    std::memcpy(slot + 16, &dest, 8);
+    if (auto w = mem_.write(base + *info.cache, slot); w && *w == sizeof slot) {
+      info.cached = target;
+      cached_by_target_.emplace(target, base);
+    }
   }
   for (uint32_t id : cache_move_ids_) last_dynamic_[id] = 0;
   cache_move_ids_.clear();
@@ -486,6 +632,7 @@ void PatchTracer::update_caches() {
 }
 
 void PatchTracer::clear_caches() {
+  cached_by_target_.clear();
   uint8_t zeros[patch::kCacheBytes] = {};
   for (auto& [base, info] : stubs_)
     if (info.cache && info.cached) {
@@ -610,6 +757,9 @@ void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
 // caches are emptied so no stub trusts a target planned from them).
 void PatchTracer::forget_plans() {
   for (auto& [a, s] : sites_) uninstall(s);
+  for (auto& [start, t] : translations_) set_gate(start, false);  // old stubs may still lead there
+  translations_.clear();
+  exits_.clear();
   sites_.clear();
   visited_.clear();
   ranges_.clear();

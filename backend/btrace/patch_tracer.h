@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -51,6 +52,7 @@ class PatchTracer {
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
     uint64_t installs = 0;        // times the patches were written back (one per free run)
+    uint64_t translated = 0;      // short blocks run from a translation
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -135,6 +137,16 @@ class PatchTracer {
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
   void update_caches();
   void clear_caches();
+  // Translations: a copy of a short block whose end could not be patched (an int3 site), run
+  // by the stubs that lead to it instead of the original (which keeps its int3 for any other
+  // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
+  // client breakpoint lies in it.
+  void translate(pid_t tid, uint64_t start);
+  void link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
+  void set_gate(uint64_t start, bool open);
+  void open_gates();
+  bool has_client_breakpoint(uint64_t begin, uint64_t end) const;
+  uint64_t destination(uint64_t target) const;
 
   ProcMemory& mem_;
   SoftwareBreakpoints& breakpoints_;
@@ -160,6 +172,10 @@ class PatchTracer {
   std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain
   std::vector<uint32_t> cache_move_ids_;
   std::vector<uint32_t> last_dynamic_;       // per edge id: position+1 in cache_moves_ (0: none)
+  struct Translation { uint64_t gate = 0, end = 0; bool open = false; };
+  std::map<uint64_t, Translation> translations_;            // block start -> its translation
+  std::multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
+  std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
   std::vector<uint8_t> drain_buf_;
   std::vector<Branch> batch_;
   Stats stats_;

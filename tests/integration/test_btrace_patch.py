@@ -43,7 +43,9 @@ def ring_branches(out):
     m = re.search(r"patch: (\d+) block ends patched, (\d+) left to stops; (\d+) branches from the ring "
                   r"\((\d+) full-ring traps\)", out)
     assert m, "no patch status in:\n" + out[-3000:]
-    return {"patched": int(m.group(1)), "stops": int(m.group(2)), "ring": int(m.group(3)), "full": int(m.group(4))}
+    t = re.search(r"(\d+) short blocks translated", out)
+    return {"patched": int(m.group(1)), "stops": int(m.group(2)), "ring": int(m.group(3)), "full": int(m.group(4)),
+            "translated": int(t.group(1)) if t else 0}
 
 
 def compare(procs, prog, args, cmds, **kw):
@@ -151,3 +153,26 @@ def test_signals_while_running_patched_code(procs):
     assert ring_branches(r.out)["ring"] > 1000
     srv.wait_exit(20)
     assert ("sum=" + want) in srv.stdout.text, srv.stdout.text[-500:]
+
+
+def test_short_blocks_run_from_translations(procs):
+    """Blocks too short for a 5-byte patch (a 4-byte `test; jne` after a jcc, a 1-byte `ret` as
+    a jump target and as a fall-through) keep their int3 and run from translations that the
+    stubs leading to them jump to: same history as the software source, the translations used."""
+    prog = inferior("shortblocks")
+    soft, patch = compare(procs, prog, ["300"], REGION)
+    st = ring_branches(patch)
+    assert st["translated"] >= 3 and st["ring"] > 20 * st["stops"], st
+
+
+def test_breakpoint_inside_a_translated_block(procs):
+    """A client breakpoint inside a translated short block closes its gate (the stubs then go
+    to the original block, where the breakpoint is): it stops there every time the software
+    source stops there; deleted, the translation runs again."""
+    prog = inferior("shortblocks")
+    cmds = ["break trace_begin", "continue", "record btrace", "break *short_test", "continue", "continue", "continue",
+            "info record", "delete", "break trace_end", "continue"] + LISTINGS
+    soft, patch = compare(procs, prog, ["300"], cmds)
+    assert patch.count("Breakpoint 2, ") == 3, patch[-3000:]
+    st = ring_branches(patch)
+    assert st["translated"] >= 3 and st["ring"] > 20 * st["stops"], st

@@ -260,6 +260,7 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   CHECK(data[0] == ring + 4 + 12);  // one taken jnz, the return through the table
   uint64_t ret_to = P + 5;
   std::memcpy(p + 0x2000 + *s2->cache, &ret_to, 8);
+  std::memcpy(p + 0x2000 + *s2->cache + 16, &ret_to, 8);  // where a hit goes: the target itself
   data[0] = ring;
   CHECK(fn(3) == 9);
   REQUIRE(data[0] == ring + 2 * 4 + 4);
