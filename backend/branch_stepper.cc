@@ -89,6 +89,7 @@ void BranchStepper::signal_entry_done(LinuxThread& t) {
 }
 
 void BranchStepper::internal_hit(LinuxThread& t, uint64_t addr) {
+  ++int3_stops_;
   std::optional<FlowInsn> insn;
   if (auto* traced_mode = std::get_if<run::Traced>(&t.mode)) {
     if (traced_mode->plan.active() && traced_mode->plan.stop_addr() == addr) insn = traced_mode->plan.stop_insn();
@@ -145,6 +146,9 @@ bool BranchStepper::patch_stop(LinuxThread& t, int status) {
       return false;
     case PatchTracer::StopKind::Consumed:
       if (!host_.stopping()) host_.resume(t, 0);
+      return true;
+    case PatchTracer::StopKind::Frontier:
+      if (!host_.stopping()) continue_traced(t, 0);
       return true;
     case PatchTracer::StopKind::Miss:
       internal_hit(t, flow);  // as if the engine's int3 were there
@@ -346,8 +350,9 @@ void BranchStepper::settle(LinuxThread& t) {
     const auto& s = patch_->stats();
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
-        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated{}",
-        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated,
+        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites{}",
+        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
+        int3_stops_,
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
     if (host_.logging()) host_.log_line(line);
     tracer_->set_patch_status(std::move(line));

@@ -139,6 +139,7 @@ class BranchStepper {
   const RegisterLayout& layout_;
   RegisterFile scratch_regs_;  // emulate(): reused register file
   uint64_t emulated_flows_ = 0;
+  uint64_t int3_stops_ = 0;  // internal int3 hits (block ends the engine stops at)
   std::unique_ptr<PatchTracer> patch_;  // made when a patch-traced thread first continues
 };
 

@@ -497,6 +497,7 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   // Resumed from a syscall's entry stop with no syscall or step stop to come (the client no
   // longer catches syscalls): the instruction is done as far as the trace can tell.
   if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);
+  if (request != PTRACE_SYSCALL) t.in_syscall = false;  // no exit stop will tell (the syscall ends unseen)
   if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
                reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
     return;  // ESRCH: the thread is gone; its exit status will tell

@@ -169,6 +169,9 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
 
 bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping) {
   if (!disabled_.empty()) return false;
+  // Between a syscall's entry and exit stops nothing may be injected (a single step there
+  // finishes the syscall): the engine runs it to its exit stop first.
+  if (t.in_syscall) return false;
   if (!tracer_->patch_traced(t.tid) || watch_stepping) {
     if (installed_ && t.tid == owner_) suspend(&t);
     return false;
@@ -219,12 +222,17 @@ void PatchTracer::table_insert(uint64_t target) {
 // Every block reachable from pc through direct edges inside the region gets its end planned
 // (a patch, or an int3 where no patch fits); a block start inside a patch moves that patch.
 void PatchTracer::instrument(pid_t tid, uint64_t pc) {
-  std::vector<uint64_t> work{pc};
+  // Breadth first, kExploreDepth direct edges deep: most of what is reachable never runs
+  // (planning all of libc from a program's entry costs more than the program). A stub's exit
+  // to a block beyond goes to a frontier trap; when the thread gets there, exploration goes
+  // on from there and the exit is linked to the block.
+  constexpr unsigned kExploreDepth = 12;
+  std::vector<std::pair<uint64_t, unsigned>> work{{pc, 0}};
   std::vector<uint64_t> dirty, fresh;
-  while (!work.empty()) {
-    uint64_t b = work.back();
-    work.pop_back();
+  for (size_t w = 0; w < work.size(); ++w) {
+    auto [b, depth] = work[w];
     if (visited_.count(b) || !region_of(b)) continue;
+    if (depth > kExploreDepth) continue;
     auto block = code_.block_at(b);
     if (!block) continue;  // an edge to it stays an int3 (its site sees it unvisited)
     visited_.insert(b);
@@ -238,18 +246,19 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
       dirty.push_back(f.addr);
     }
     uint64_t next = f.addr + f.len;
+    auto edge = [&](uint64_t to) { work.emplace_back(to, depth + 1); };
     switch (f.kind) {
       case FlowKind::CondJump:
       case FlowKind::Loop:
-        if (f.direct_target) work.push_back(*f.direct_target);
-        if (f.len) work.push_back(next);
+        if (f.direct_target) edge(*f.direct_target);
+        if (f.len) edge(next);
         break;
       case FlowKind::Jump:
-        if (f.direct_target) work.push_back(*f.direct_target);
+        if (f.direct_target) edge(*f.direct_target);
         break;
       case FlowKind::Call:
-        if (f.direct_target) work.push_back(*f.direct_target);
-        if (f.len) work.push_back(next);  // where its ret comes back to
+        if (f.direct_target) edge(*f.direct_target);
+        if (f.len) edge(next);  // where its ret comes back to
         break;
       default:
         break;
@@ -262,6 +271,8 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     plan_site(tid, a, s);
     install(s);
   }
+  // Exits that led to a frontier trap (or the original) now lead to the block, or its translation.
+  for (uint64_t b : fresh) relink(b);
   // Short blocks left to an int3 run from a translation when a stub leads to them.
   for (uint64_t b : fresh) {
     auto block = code_.block_at(b);
@@ -274,16 +285,65 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   for (uint64_t b : fresh) table_insert(b);
 }
 
-void PatchTracer::link_exits(uint64_t base, std::vector<uint8_t>& code,
+// Direct exits of a stub about to be written at base: to a translation where the target has
+// one, to a frontier trap where the target is not explored yet. false: no trap in reach (the
+// stub must not be used: it would run unexplored code unseen).
+bool PatchTracer::link_exits(uint64_t base, std::vector<uint8_t>& code,
                              const std::vector<std::pair<uint32_t, uint64_t>>& exits) {
   for (const auto& [off, target] : exits) {
-    exits_.emplace(target, std::make_pair(base, off));
-    auto t = translations_.find(target);
-    if (t == translations_.end()) continue;
-    auto rel = static_cast<int64_t>(t->second.gate) - static_cast<int64_t>(base + off + 4);
-    if (rel != static_cast<int32_t>(rel)) continue;  // another module's area, out of reach
+    uint64_t to = destination(target);
+    if (!visited_.count(target)) {
+      auto trap = frontier_trap(base, target);
+      if (!trap) return false;
+      to = *trap;
+    }
+    auto rel = static_cast<int64_t>(to) - static_cast<int64_t>(base + off + 4);
+    if (rel != static_cast<int32_t>(rel)) {
+      if (to != target) return false;
+      continue;  // the original target, as built
+    }
     auto r32 = static_cast<int32_t>(rel);
     std::memcpy(code.data() + off, &r32, 4);
+  }
+  for (const auto& [off, target] : exits) exits_.emplace(target, std::make_pair(base, off));
+  return true;
+}
+
+// An int3 in the stub area of the module whose stub at `near` leads to `target`, standing for
+// target: reached, the thread is put at target and exploration goes on from there.
+std::optional<uint64_t> PatchTracer::frontier_trap(uint64_t near, uint64_t target) {
+  for (auto [it, last] = frontier_.equal_range(target); it != last; ++it) {
+    auto d = static_cast<int64_t>(it->second) - static_cast<int64_t>(near);
+    if (d > -(int64_t{1} << 30) && d < (int64_t{1} << 30)) return it->second;  // in rel32 reach
+  }
+  Region* r = nullptr;
+  for (auto& reg : regions_)
+    if (reg.code_begin && near >= reg.code_begin && near < reg.code_end) r = &reg;
+  if (!r || r->code_next + 16 > r->code_end) return std::nullopt;
+  uint64_t at = r->code_next;
+  const uint8_t int3 = 0xcc;
+  if (auto w = mem_.write(at, std::span<const uint8_t>(&int3, 1)); !w || *w != 1) return std::nullopt;
+  r->code_next += 16;
+  StubInfo info;
+  info.flow = target;
+  info.len = 1;
+  info.exact = {{0u, target}};
+  info.frontier = true;
+  stubs_[at] = std::move(info);
+  frontier_.emplace(target, at);
+  return at;
+}
+
+// `start` was just explored: every exit that leads to it goes there (or to its translation).
+void PatchTracer::relink(uint64_t start) {
+  uint64_t to = destination(start);
+  for (auto [it, last] = exits_.equal_range(start); it != last; ++it) {
+    auto [base, off] = it->second;
+    auto rel = static_cast<int64_t>(to) - static_cast<int64_t>(base + off + 4);
+    if (rel != static_cast<int32_t>(rel)) rel = static_cast<int64_t>(start) - static_cast<int64_t>(base + off + 4);
+    if (rel != static_cast<int32_t>(rel)) continue;  // stays on its trap
+    auto r32 = static_cast<int32_t>(rel);
+    (void)mem_.write(base + off, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&r32), 4));
   }
 }
 
@@ -300,7 +360,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   const FlowInsn& f = block->end;
   uint64_t next = f.addr + f.len;
   if (f.len == 0 || next - start > 256) return;
-  auto known = [&](uint64_t a) { return visited_.count(a) != 0; };
+  auto known = [&](uint64_t a) { return region_of(a) != nullptr; };
   uint64_t target = 0;
   bool dynamic = false;
   switch (f.kind) {
@@ -354,25 +414,20 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   if (stub->cache) stub->cache = shift(*stub->cache);
   std::vector<uint8_t> code = {0x0f, 0x1f, 0x44, 0x00, 0x00};  // the gate, open: nop5
   code.insert(code.end(), stub->code.begin(), stub->code.end());
-  link_exits(gate, code, stub->exits);
+  // Its space first (frontier traps go after it); a failure below leaves it unused for good,
+  // so that nothing linked to it is ever overwritten.
+  r->code_next += (code.size() + 15) & ~size_t{15};
+  if (!link_exits(gate, code, stub->exits)) return;
   if (auto w = mem_.write(gate, code); !w || *w != code.size()) return;
   edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? gate : 0});
   stub->exact.insert(stub->exact.begin(), {0u, start});
   stubs_[gate] = StubInfo{f.addr, static_cast<uint32_t>(code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
                           stub->cache, 0, f.len};
-  r->code_next += (code.size() + 15) & ~size_t{15};
   translations_[start] = Translation{gate, next, true};
   ++stats_.translated;
   set_gate(start, !has_client_breakpoint(start, next));
   // Stubs made before it that lead to the block now lead to its translation.
-  for (auto [it, last] = exits_.equal_range(start); it != last; ++it) {
-    auto [base, off] = it->second;
-    if (base == gate) continue;
-    auto rel = static_cast<int64_t>(gate) - static_cast<int64_t>(base + off + 4);
-    if (rel != static_cast<int32_t>(rel)) continue;
-    auto r32 = static_cast<int32_t>(rel);
-    (void)mem_.write(base + off, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&r32), 4));
-  }
+  relink(start);
   for (auto [it, last] = cached_by_target_.equal_range(start); it != last; ++it) {
     auto s = stubs_.find(it->second);
     if (s == stubs_.end() || !s->second.cache || s->second.cached != start) continue;  // moved on since
@@ -413,7 +468,8 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   const FlowInsn& f = s.block.end;
   if (f.len == 0 || f.addr != flow_addr) return;
   uint64_t next = f.addr + f.len;
-  auto known = [&](uint64_t a) { return visited_.count(a) != 0; };
+  // A direct exit to a block not explored yet goes to a frontier trap (link_exits).
+  auto known = [&](uint64_t a) { return region_of(a) != nullptr; };
   uint64_t target = 0;
   switch (f.kind) {
     case FlowKind::CondJump:
@@ -462,19 +518,22 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.head_addr = head_addr_;
   spec.table_addr = table_addr_;
   spec.table_mask = table_mask_;
-  auto stub = patch::build_stub(spec, r->code_next);
-  if (!stub || r->code_next + stub->code.size() > r->code_end) return;
-  link_exits(r->code_next, stub->code, stub->exits);
-  if (auto w = mem_.write(r->code_next, stub->code); !w || *w != stub->code.size()) return;
-  bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
-  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? r->code_next : 0});
+  const uint64_t at = r->code_next;
+  auto stub = patch::build_stub(spec, at);
+  if (!stub || at + stub->code.size() > r->code_end) return;
   uint64_t begin = (*insns)[*k].addr;
-  auto jmp = patch::jmp_rel32(begin, r->code_next);
+  auto jmp = patch::jmp_rel32(begin, at);
   if (!jmp) return;
+  // Its space first (frontier traps go after it); a failure below leaves it unused for good,
+  // so that nothing linked to it is ever overwritten.
+  r->code_next += (stub->code.size() + 15) & ~size_t{15};
+  if (!link_exits(at, stub->code, stub->exits)) return;
+  if (auto w = mem_.write(at, stub->code); !w || *w != stub->code.size()) return;
+  bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
+  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? at : 0});
   StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
                 stub->cache, 0, f.len};
-  stubs_[r->code_next] = std::move(info);
-  r->code_next += (stub->code.size() + 15) & ~size_t{15};
+  stubs_[at] = std::move(info);
   s.begin = begin;
   s.end = next;
   s.original.assign(bytes.begin() + static_cast<std::ptrdiff_t>(begin - from), bytes.end());
@@ -700,6 +759,12 @@ PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t*
   uint64_t base = 0;
   if (sig == SIGTRAP) {
     const StubInfo* info = stub_at(regs.rip - 1, &base);
+    if (info && info->frontier && regs.rip - 1 == base) {
+      regs.rip = info->flow;  // the branch there is recorded: the thread goes on from the target
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      ++stats_.frontier;
+      return StopKind::Frontier;
+    }
     if (info && info->miss_int3 && regs.rip - 1 == base + *info->miss_int3) {
       regs.rip = info->flow;
       ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);

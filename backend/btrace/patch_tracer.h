@@ -53,6 +53,7 @@ class PatchTracer {
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
     uint64_t installs = 0;        // times the patches were written back (one per free run)
     uint64_t translated = 0;      // short blocks run from a translation
+    uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -66,11 +67,13 @@ class PatchTracer {
   // The engine's planner must not follow a direct branch to this target (patched code).
   bool enters_patched(uint64_t target) const;
 
-  enum class StopKind { None, Consumed, Miss };
+  enum class StopKind { None, Consumed, Miss, Frontier };
   // Every wait status of a stopped thread, before the engine looks at it. Drains the ring
   // (t's cursor follows the last branch). Consumed: a full ring was drained (the thread is to
   // be resumed as it was). Miss: a ret/indirect stub met an unknown target; the thread now
   // stands on the original instruction at *flow_addr, which the engine must execute.
+  // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
+  // (its branch recorded) and is to be continued traced (which explores from there).
   StopKind on_stop(LinuxThread& t, int status, uint64_t* flow_addr);
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
@@ -104,6 +107,7 @@ class PatchTracer {
     std::optional<uint32_t> cache;  // dynamic stubs: offset of the inline cache
     uint64_t cached = 0;            // the target it holds now (0: empty)
     uint8_t flow_len = 0;
+    bool frontier = false;          // a frontier trap: an int3 standing for block start `flow`
   };
   enum class Installed { None, Patch, Int3 };
   struct Site {
@@ -142,7 +146,9 @@ class PatchTracer {
   // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
   // client breakpoint lies in it.
   void translate(pid_t tid, uint64_t start);
-  void link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
+  bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
+  std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
+  void relink(uint64_t start);
   void set_gate(uint64_t start, bool open);
   void open_gates();
   bool has_client_breakpoint(uint64_t begin, uint64_t end) const;
@@ -175,6 +181,7 @@ class PatchTracer {
   struct Translation { uint64_t gate = 0, end = 0; bool open = false; };
   std::map<uint64_t, Translation> translations_;            // block start -> its translation
   std::multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
+  std::multimap<uint64_t, uint64_t> frontier_;  // unexplored block start -> its frontier traps
   std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
   std::vector<uint8_t> drain_buf_;
   std::vector<Branch> batch_;
