@@ -57,7 +57,10 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   }
   if (!t.in<run::Traced>()) t.mode = run::Traced{};
   auto& plan = std::get<run::Traced>(t.mode).plan;
-  if (!patch_ && tracer_->patch_traced(t.tid)) patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
+  if (!patch_ && tracer_->patch_traced(t.tid)) {
+    patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
+    patch_->set_hardware_breakpoints([this](uint64_t addr) { return host_.hw_breakpoint_at(addr); });
+  }
   if (patch_ && patch_->prepare_run(t, host_.watch_stepping())) {
     plan.clear();  // runs free through patched code: every exit from it stops
     arm(t, 0);
@@ -344,6 +347,15 @@ void BranchStepper::stepbranch_step_done(LinuxThread& t) {
   stepbranch_run(t);
 }
 
+bool BranchStepper::patch_release(pid_t tid) {
+  if (!patch_) return true;
+  bool ok = patch_->release(tid);
+  patch_.reset();
+  tracer_->set_patch_status(ok ? "patch: released (original code back, areas unmapped)"
+                               : "patch: released (original code back; an area could not be unmapped)");
+  return ok;
+}
+
 void BranchStepper::settle(LinuxThread& t) {
   if (patch_) {
     patch_->suspend(&t);
@@ -354,6 +366,11 @@ void BranchStepper::settle(LinuxThread& t) {
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
         int3_stops_,
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
+    std::string_view sep = "; areas in the program: ";  // data area first, then stub areas
+    for (auto [lo, hi] : patch_->areas()) {
+      line += fmt::format("{}{:#x}-{:#x}", sep, lo, hi);
+      sep = ", ";
+    }
     if (host_.logging()) host_.log_line(line);
     tracer_->set_patch_status(std::move(line));
   }

@@ -51,6 +51,8 @@ class BranchStepper {
     // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
     // condition holds)? False: the instruction there is executed as any other.
     virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
+    // A hardware execution breakpoint (Z1) is set at addr.
+    virtual bool hw_breakpoint_at(uint64_t addr) const = 0;
     // --debug: what the stepper decided (only built when logging() is true).
     virtual bool logging() const = 0;
     virtual void log_line(std::string_view line) const = 0;
@@ -126,6 +128,10 @@ class BranchStepper {
     if (patch_) patch_->invalidate(addr, len);
   }
   void patch_reset() { patch_.reset(); }  // exec: a new image
+  // No thread records through patches any more (record stop, detach) and every thread is
+  // stopped: original code, stub and data areas unmapped (munmap run in tid). False: an
+  // munmap failed.
+  bool patch_release(pid_t tid);
   const PatchTracer* patcher() const { return patch_.get(); }
 
  private:

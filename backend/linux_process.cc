@@ -1100,6 +1100,18 @@ void LinuxProcess::settle_threads() {
     if (!t.in<run::RangeStep>() && !t.in<run::StepOver>()) set_mode(t, run::Normal{});
     tracer_->thread_stopped(tid);
   }
+  if (!non_stop_) release_patches(false);  // the last recorded thread gone
+}
+
+void LinuxProcess::release_patches(bool always) {
+  if (!alive_ || !stepper_.patcher()) return;
+  pid_t runner = 0;
+  for (auto& [tid, t] : threads_) {
+    if (t.running || (!always && tracer_->patch_traced(tid))) return;
+    if (!leader_is_zombie(t) && (!runner || !t.sigstop_expected)) runner = tid;  // one that can run it
+  }
+  if (!runner) return;
+  if (!stepper_.patch_release(runner)) log("process {}: block patching: an area could not be unmapped", pid_);
 }
 
 // Stops every running thread right now (for detach/kill while running, and the server's
@@ -1154,7 +1166,7 @@ Result<void> LinuxProcess::detach() {
   if (!alive_) return {};
   stop_all_sync();
   if (!alive_) return {};
-  stepper_.patch_suspend(nullptr);
+  release_patches(true);  // the program goes on with its own code and no areas of ours
   breakpoints_.restore_all(mem_);
   for (auto& [tid, t] : threads_) {
     DebugRegisters::clear_thread(tid);

@@ -74,6 +74,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   }
   std::vector<std::unique_ptr<Process>> take_fork_children() override;
   void pause() override { stop_all_sync(); }
+  void recording_stopped(pid_t /*tid*/) override { release_patches(false); }
 
   // ---- non-stop (thread_stops.cc) ----
   Result<void> set_non_stop(bool on) override;
@@ -150,6 +151,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }
@@ -190,6 +192,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
   StopEvent finish(StopEvent ev);   // poll_events() returns this stop
   void settle_threads();           // at a reported stop: plans committed, int3s out, modes reset
+  // Block patching's areas unmapped and the original code back, when every thread is stopped
+  // and (unless `always`: detach) none records through patches any more.
+  void release_patches(bool always);
   void stop_all_sync();
   void forget_process(StopEvent exit_event);
 

@@ -233,6 +233,9 @@ class Process {
 
   // ---- branch tracing ----
   virtual BranchTracer& tracer() = 0;
+  // The client stopped recording tid (Qbtrace:off): a source that left something in the
+  // program (block patching's stubs) takes it away once no thread records through it.
+  virtual void recording_stopped(pid_t /*tid*/) {}
 
   // ---- how the server wants it run (set once, before anything else) ----
   virtual void configure(const ProcessSettings& settings) = 0;

@@ -162,6 +162,7 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   }
   r.code_begin = r.code_next = *at;
   r.code_end = *at + size;
+  code_areas_.emplace_back(*at, *at + size);
   return {};
 }
 
@@ -438,7 +439,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
 
 bool PatchTracer::has_client_breakpoint(uint64_t begin, uint64_t end) const {
   for (uint64_t a = begin; a < end; ++a)
-    if (breakpoints_.has_client(a)) return true;
+    if (breakpoints_.has_client(a) || (hw_break_at_ && hw_break_at_(a))) return true;
   return false;
 }
 
@@ -547,7 +548,8 @@ void PatchTracer::install(Site& s) {
   auto flow = s.block.end.addr;
   bool conflict = false;
   if (s.patchable)
-    for (uint64_t a = s.begin; a < s.end && !conflict; ++a) conflict = breakpoints_.contains(a);
+    for (uint64_t a = s.begin; a < s.end && !conflict; ++a)
+      conflict = breakpoints_.contains(a) || (hw_break_at_ && hw_break_at_(a));
   if (s.patchable && !conflict) {
     if (auto w = mem_.write(s.begin, s.patched); w && *w == s.patched.size()) {
       s.installed = Installed::Patch;
@@ -591,6 +593,30 @@ void PatchTracer::suspend(LinuxThread* t) {
     uninstall(s);
   }
   installed_ = false;
+}
+
+bool PatchTracer::release(pid_t tid) {
+  suspend(nullptr);
+  bool ok = true;
+  for (auto [lo, hi] : areas()) {
+    auto r = patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {lo, hi - lo, 0, 0, 0, 0});
+    ok = ok && r && *r == 0;
+  }
+  code_areas_.clear();
+  for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
+  stubs_.clear();
+  sites_.clear();
+  ranges_.clear();
+  data_ = 0;
+  ready_ = false;
+  return ok;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  if (ready_ && data_) out.emplace_back(data_, data_ + data_size_);
+  out.insert(out.end(), code_areas_.begin(), code_areas_.end());
+  return out;
 }
 
 void PatchTracer::thread_created(LinuxThread& t) {

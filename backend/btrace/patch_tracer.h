@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,6 +79,16 @@ class PatchTracer {
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
   void suspend(LinuxThread* t);
+  // Recording through patches is over (record stop, the last recorded thread gone, detach):
+  // suspend() and then the stub and data areas are unmapped (munmap run in `tid`), so nothing
+  // of the patching is left in the program. Every thread must be stopped (after suspend() none
+  // stands in a stub). The object is spent afterwards: a new recording makes a new one.
+  // false: a munmap failed (the area stays; the code is original all the same).
+  bool release(pid_t tid);
+  // [start, end) of every area mapped in the program now (the data area first).
+  std::vector<std::pair<uint64_t, uint64_t>> areas() const;
+  // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
+  void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
   // A second thread appeared: patching stops for this process (threads are not handled yet).
   void thread_created(LinuxThread& t);
   // A fork child got a copy of the patched code: put its original bytes back.
@@ -158,6 +169,7 @@ class PatchTracer {
   SoftwareBreakpoints& breakpoints_;
   BlockCache& code_;
   std::unique_ptr<TraceManager>& tracer_;
+  std::function<bool(uint64_t)> hw_break_at_;
   pid_t pid_ = 0;
   pid_t owner_ = 0;
   bool ready_ = false;
@@ -167,6 +179,7 @@ class PatchTracer {
   // The data area: ring head, ring, guard page, table of instrumented block starts.
   uint64_t data_ = 0, data_size_ = 0, head_addr_ = 0, ring_begin_ = 0, ring_end_ = 0, table_addr_ = 0;
   uint32_t table_mask_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
   std::vector<uint64_t> table_;  // mirror of the inferior's table
   size_t table_used_ = 0;
   std::map<uint64_t, Site> sites_;           // by control-flow instruction address

@@ -28,6 +28,7 @@ Reply handle(Session& s, const BtraceEnable& b) {
   if (b.format == "off") {
     if (!tracer.enabled(tid)) return error_reply(s, ENOENT, "Branch tracing not enabled.");
     if (auto r = tracer.disable(tid); !r) return error_reply(s, r.error().code, "Could not disable branch tracing.");
+    p->recording_stopped(tid);
     return ok();
   }
   if (b.format != "bts" && b.format != "pt") return error_reply(s, EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from harness import gdb_remote, inferior, line_of
+from harness import gdb_remote, inferior, line_of, watch_args
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -165,14 +165,143 @@ def test_short_blocks_run_from_translations(procs):
     assert st["translated"] >= 3 and st["ring"] > 20 * st["stops"], st
 
 
-def test_breakpoint_inside_a_translated_block(procs):
-    """A client breakpoint inside a translated short block closes its gate (the stubs then go
-    to the original block, where the breakpoint is): it stops there every time the software
-    source stops there; deleted, the translation runs again."""
+@pytest.mark.parametrize("kind", ["break", "hbreak"])
+def test_breakpoint_inside_a_translated_block(procs, kind, watch_mode):
+    """A client breakpoint (int3 or debug register) inside a translated short block closes its
+    gate (the stubs then go to the original block, where the breakpoint is): it stops there
+    every time the software source stops there; deleted, the translation runs again."""
+    if kind == "break" and watch_mode != "software":
+        pytest.skip("the int3 breakpoint does not depend on the watchpoint mode")
     prog = inferior("shortblocks")
-    cmds = ["break trace_begin", "continue", "record btrace", "break *short_test", "continue", "continue", "continue",
+    cmds = ["break trace_begin", "continue", "record btrace", kind + " *short_test", "continue", "continue", "continue",
             "info record", "delete", "break trace_end", "continue"] + LISTINGS
-    soft, patch = compare(procs, prog, ["300"], cmds)
+    soft, patch = compare(procs, prog, ["300"], cmds, server_args=watch_args(watch_mode))
     assert patch.count("Breakpoint 2, ") == 3, patch[-3000:]
     st = ring_branches(patch)
     assert st["translated"] >= 3 and st["ring"] > 20 * st["stops"], st
+
+# ---------------------------------------------------------------- leaving nothing behind
+
+def between(out, mark):
+    """The lines GDB printed between `echo @@<mark>` and the next `echo @@end`."""
+    m = re.search(r"^@@%s\n(.*?)^@@end$" % mark, out, re.M | re.S)
+    assert m, "no %s section in:\n%s" % (mark, out[-3000:])
+    return m.group(1)
+
+
+def mappings(out, mark):
+    """`info proc mappings` rows as (start, end, perms, name), without [stack] (it may grow)."""
+    rows = []
+    for line in between(out, mark).splitlines():
+        m = re.match(r"\s*(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+(\S{4})\s*(.*)$", line)
+        if m and "[stack]" not in m.group(4):
+            rows.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4).strip()))
+    assert rows, "no mappings in:\n" + between(out, mark)
+    return rows
+
+
+def areas(out):
+    """The areas every `monitor btrace status` listed (start, end), in order of appearance."""
+    found = []
+    for m in re.finditer(r"areas in the program: ([0-9a-fx, -]+)", out):
+        found.append([tuple(int(x, 16) for x in a.strip().split("-")) for a in m.group(1).split(",")])
+    return found
+
+
+def maps_cmds(mark):
+    return ["echo @@%s\\n" % mark, "info proc mappings", "echo @@end\\n"]
+
+
+def native_line(prog, n):
+    r = __import__("subprocess").run([prog, str(n)], capture_output=True, text=True, timeout=60)
+    return re.search(r"^sum=.*$", r.stdout, re.M).group(0)
+
+
+def test_record_stop_restores_the_code_and_unmaps_the_areas(procs):
+    """`record stop` puts every original byte back and unmaps the stub and data areas: the
+    program's mappings are again those from before `record btrace` (none of the areas the
+    status listed is left), the text of the program, ld.so and libc hashes (by the program's
+    own loads, before recording, after `record stop`, and by the program itself while it runs
+    on) as before; a second `record btrace` maps new areas and records through patches again."""
+    prog = inferior("patchrestore")
+    srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "100"])
+    cmds = (["break trace_begin", "continue", "print text_checksum()"] + maps_cmds("before") +
+            ["record btrace", "tbreak trace_end", "continue", "monitor btrace status", "record stop"] +
+            maps_cmds("stopped") + ["print text_checksum()", "monitor btrace status", "continue",
+             "record btrace", "tbreak trace_end", "continue", "info record", "monitor btrace status", "record stop"] +
+            maps_cmds("again") + ["print text_checksum()", "delete", "continue"])
+    # (`delete`: no int3 of GDB's is left in the text the program hashes at its end)
+    # (the same breakpoints at each `print`: GDB's int3s are in the text while the call runs)
+    r = gdb_remote(srv, cmds, prog=prog, timeout=180)
+    out = r.out
+    assert "exited normally" in out, out[-3000:]
+    sums = re.findall(r"^\$\d+ = (\d+)$", out, re.M)
+    assert len(sums) == 3 and len(set(sums)) == 1, (sums, out[-3000:])
+    listed = areas(out)
+    assert len(listed) == 2 and len(listed[0]) >= 2 and len(listed[1]) >= 2, out[-3000:]
+    before = mappings(out, "before")
+    for mark in ("stopped", "again"):
+        assert mappings(out, mark) == before, (mark, before, mappings(out, mark))
+    for lo, hi in listed[0] + listed[1]:  # the areas were really there, and are gone
+        assert not any(s < hi and lo < e for s, e, _, _ in before), (hex(lo), hex(hi))
+    assert "patch: released" in out, out[-3000:]
+    statuses = re.findall(r"patch: .*", out)  # first region, after `record stop`, second region
+    assert len(statuses) == 3 and "released" in statuses[1], statuses
+    assert ring_branches(statuses[0])["ring"] > 0 and ring_branches(statuses[2])["ring"] > 0, statuses
+    assert int(re.findall(r"Recorded (\d+) instructions", out)[-1]) > 0
+    srv.wait_exit(20)
+    native = native_line(prog, 100)
+    assert native.endswith("maps_same=1"), native
+    assert native in srv.stdout.text, srv.stdout.text[-500:]  # sums, text and mappings
+
+
+def test_detach_while_recording_leaves_the_program_as_it_was(procs, tmp_path):
+    """`detach` in the middle of a patched run: the program goes on with its own code and
+    without our areas: it prints what it prints without a debugger (its sums, the hash of its
+    text and libc's, and that its mappings are those it had at its start)."""
+    prog = inferior("patchrestore")
+    result = tmp_path / "result"
+    srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "100", str(result)])
+    r = gdb_remote(srv, ["break trace_begin", "continue", "record btrace", "break middle", "continue",
+                         "monitor btrace status", "detach"], prog=prog, timeout=120)
+    m = re.search(r"\[Inferior 1 \(process (\d+)\) detached\]", r.out)
+    assert m, r.out[-3000:]
+    procs.allowed.add(int(m.group(1)))
+    assert areas(r.out) and ring_branches(r.out)["ring"] > 0, r.out[-3000:]
+    import time
+    deadline = time.time() + 30
+    while time.time() < deadline and not (result.exists() and result.read_text().endswith("\n")):
+        time.sleep(0.1)
+    assert result.exists(), "the detached program did not finish"
+    native = native_line(prog, 100)
+    assert native.endswith("maps_same=1"), native
+    assert result.read_text().strip() == native, result.read_text()  # sums, text and mappings
+
+
+def test_hbreak_inside_patched_bytes(procs, watch_mode):
+    """A hardware breakpoint (Z1) on the `jl` of hot()'s loop, which the patch of that block
+    end covers (`cmp; jl` become a jmp to a stub; the jl is not the patch's first byte): every
+    iteration stops there exactly as under the software source."""
+    prog = inferior("patchrestore")
+    cmds = ["break trace_begin", "continue", "record btrace", "hbreak *hot_jl", "continue", "print $rcx", "continue",
+            "print $rcx", "continue", "print $rcx", "delete", "break trace_end", "continue"] + LISTINGS
+    soft, patch = compare(procs, prog, ["20"], cmds, server_args=watch_args(watch_mode))
+    assert len(re.findall(r"^Breakpoint 2, 0x[0-9a-f]+ in hot", patch, re.M)) == 3, patch[-3000:]
+    assert ring_branches(patch)["patched"] > 0
+
+
+def test_memory_write_inside_patched_bytes(procs):
+    """GDB writes the displacement of the `lea 3(%rax),%rax` that poked()'s patched block end
+    displaces into its stub (after poked ran patched once): the next run executes the new byte
+    (`lea 5`), not the stub's stale copy; both recordings are the software source's."""
+    prog = inferior("patchrestore")
+    cmds = ["break trace_begin", "continue", "record btrace", "break trace_end", "continue",
+            "set {unsigned char}((char *) &poke_lea + 3) = 5", "x/2i poke_lea", "continue", "continue"] + LISTINGS
+    soft, patch = compare(procs, prog, ["20"], cmds)
+    assert "lea    0x5(%rax),%rax" in patch, patch[-3000:]
+    assert ring_branches(patch)["ring"] > 0
+    srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "20"])
+    r = gdb_remote(srv, cmds[:-len(LISTINGS)] + ["continue"], prog=prog, timeout=120)
+    assert "exited normally" in r.out, r.out[-3000:]
+    srv.wait_exit(20)
+    assert "poked=160 " in srv.stdout.text, srv.stdout.text[-500:]  # 3*20 + 5*20
