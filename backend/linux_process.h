@@ -150,6 +150,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  bool non_stop_mode() const override { return non_stop_; }
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }
