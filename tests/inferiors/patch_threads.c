@@ -11,7 +11,7 @@
  * time, sleeps 200 ms (everyone is blocked on park by then) and calls trace_end(). Then it writes 8 bytes to park, joins everyone,
  * prints "sum=<value>" and exits 0. argv[1]: iterations per thread (default 50).
  * work() has conditional jumps, a loop, direct calls, calls through a function pointer, a
- * switch (jump table) and recursion (returns).
+ * switch (jump table), recursion (returns) and a loop of 8 * n iterations without a stop.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -60,6 +60,9 @@ static long work(long seed, int n)
         if (i % 16 == 0)
             sum += fib(6 + (seed & 1));
     }
+    for (int j = 0; j < n * 8; j++) /* block ends that all patch: the ring fills between stops */
+        if (j & 1)
+            sum++;
     return sum;
 }
 

@@ -197,7 +197,7 @@ def test_threads_same_history_as_software(procs, ring):
                  "echo ==T%d insn==\\n" % n, "record instruction-history /r",
                  "echo ==T%d calls==\\n" % n, "record function-call-history /ilc", "echo ==END==\\n"]
     kw = dict(server_args=["--test-patch-ring=%d" % ring], env=TEST_ENV) if ring else {}
-    soft, patch = compare_threads(procs, prog, ["3000" if ring else "40"], cmds, **kw)
+    soft, patch = compare_threads(procs, prog, ["400" if ring else "40"], cmds, **kw)
     st = ring_branches(patch)
     assert "off:" not in re.search(r"patch: .*", patch).group(0), patch[-2000:]
     assert st["patched"] > 0 and st["ring"] > 0, st
