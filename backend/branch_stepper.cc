@@ -51,7 +51,7 @@ void BranchStepper::commit_plan(LinuxThread& t, uint64_t pc) {
 void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   if (!traced(t.tid)) {
     arm(t, 0);
-    if (patch_) patch_->suspend(&t);  // recording stopped: the program runs its own code
+    if (patch_) patch_->untraced_run(t);  // through the patches with a ring of its own, or none
     t.mode = run::Normal{};
     return host_.resume(t, signo);
   }
@@ -61,7 +61,7 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
     patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
     patch_->set_hardware_breakpoints([this](uint64_t addr) { return host_.hw_breakpoint_at(addr); });
   }
-  if (patch_ && patch_->prepare_run(t, host_.watch_stepping())) {
+  if (patch_ && patch_->prepare_run(t, host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
     arm(t, 0);
     return host_.resume(t, signo);

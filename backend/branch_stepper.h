@@ -48,6 +48,8 @@ class BranchStepper {
     virtual bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const = 0;
     // Emulated watchpoints are set: every instruction must be a checked step.
     virtual bool watch_stepping() const = 0;
+    // Non-stop mode: block patching stays with single-threaded programs there.
+    virtual bool non_stop_mode() const = 0;
     // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
     // condition holds)? False: the instruction there is executed as any other.
     virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
@@ -115,8 +117,11 @@ class BranchStepper {
   void patch_suspend(LinuxThread* t) {
     if (patch_) patch_->suspend(t);
   }
-  void patch_thread_created(LinuxThread& t) {
-    if (patch_) patch_->thread_created(t);
+  void patch_thread_created(pid_t child, bool non_stop) {
+    if (patch_) patch_->thread_created(child, non_stop);
+  }
+  void patch_thread_exited(pid_t tid) {
+    if (patch_) patch_->thread_exited(tid);
   }
   void patch_restore_into(const ProcMemory& child) const {
     if (patch_) patch_->restore_into(child);

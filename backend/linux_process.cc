@@ -886,7 +886,6 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
   bool keep_going = !stopping();
   switch (event) {
     case PTRACE_EVENT_CLONE: {
-      stepper_.patch_thread_created(t);  // block patching is single-threaded: original code from here
       // A lone thread running ahead of its watch checks has an int3 in shared memory: the new
       // thread could meet it. From now on both step.
       if (t.in<run::WatchStep>()) stepper_.arm(t, 0);
@@ -896,6 +895,7 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
       log("thread {}: new thread {}", t.tid, child);
       (void)debug_.apply(child);
       LinuxThread& nt = threads_.emplace(child, LinuxThread{child}).first->second;
+      stepper_.patch_thread_created(child, non_stop_);  // block patching: a ring of its own
       nt.action = ResumeAction{};  // new threads continue
       nt.resumed = non_stop_;           // running as its parent, for the client too
       tracer_->thread_created(child);  // coverage traces new threads from their first instruction

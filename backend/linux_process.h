@@ -152,6 +152,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
   bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
+  bool non_stop_mode() const override { return non_stop_; }
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }

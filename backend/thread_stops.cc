@@ -182,6 +182,7 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
   if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
   if (auto* over = std::get_if<run::StepOver>(&t.mode)) (void)breakpoints_.lower(mem_, over->addr);
   tracer_->thread_exited(tid);
+  stepper_.patch_thread_exited(tid);  // its ring goes to the next new thread
   deferred_.erase(tid);
   threads_.erase(tid);
   if (thread_events_) {

@@ -95,18 +95,21 @@ void restore_heavy(std::vector<uint8_t>& c) {
 }
 constexpr int32_t kHeavyFrame = 128 + 4 * 8;  // rsp of the program = stub rsp + this
 
+// The ring head of the running thread: gs:[0] (the server points each thread's gs base at
+// the head of its own ring; x86-64 Linux programs leave gs alone). No lock: one writer a ring.
+void load_head(std::vector<uint8_t>& c) { emit(c, {0x65, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0}); }   // mov rax,gs:[0]
+void store_head(std::vector<uint8_t>& c) { emit(c, {0x65, 0x48, 0x89, 0x04, 0x25, 0, 0, 0, 0}); }  // mov gs:[0],rax
+
 // Appends the 4-byte entry `id` at the ring head and advances the head (clobbers rax, not
 // the flags).
 void append_entry(Stub& s, const StubSpec& spec) {
   auto& c = s.code;
-  emit(c, {0x48, 0xa1});  // movabs rax,[head]
-  put64(c, spec.head_addr);
+  load_head(c);
   s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
   emit(c, {0xc7, 0x00});  // mov dword [rax], id
   put32(c, spec.edge_id);
   emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
-  emit(c, {0x48, 0xa3});              // movabs [head],rax
-  put64(c, spec.head_addr);
+  store_head(c);
 }
 
 // Appends the 4-byte entry `id` (rax is free, flags untouched).
@@ -375,16 +378,14 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       size_t jmp_miss = c.size();
       put32(c, 0);
       // hit: a 4-byte entry, the id of the edge (this site, the cached target)
-      emit(c, {0x48, 0xa1});  // movabs rax,[head]
-      put64(c, spec.head_addr);
+      load_head(c);
       emit(c, {0x8b, 0x0d});  // mov ecx,[rip+cache+8]
       cache_refs.push_back(c.size());
       put32(c, 8);
       s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
       emit(c, {0x89, 0x08});              // mov [rax],ecx
       emit(c, {0x48, 0x8d, 0x40, 0x04});  // lea rax,[rax+4]
-      emit(c, {0x48, 0xa3});              // movabs [head],rax
-      put64(c, spec.head_addr);
+      store_head(c);
       emit(c, {0x59});  // pop rcx
       restore_light(c);
       if (spec.kind == FlowKind::Return) {
@@ -435,15 +436,13 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       c[je_hit] = static_cast<uint8_t>(c.size() - (je_hit + 1));
       // hit: append {id|dynamic, target}; the target (the farther store) first, so a full ring
       // faults before anything of the entry is written.
-      emit(c, {0x48, 0xa1});
-      put64(c, spec.head_addr);
+      load_head(c);
       s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
       emit(c, {0x48, 0x89, 0x48, 0x04});  // mov [rax+4], rcx
       emit(c, {0xc7, 0x00});              // mov dword [rax], id|dynamic
       put32(c, spec.edge_id | kDynamicEntry);
       emit(c, {0x48, 0x8d, 0x40, 0x0c});  // lea rax,[rax+12]
-      emit(c, {0x48, 0xa3});
-      put64(c, spec.head_addr);
+      store_head(c);
       restore_heavy(c);
       if (spec.kind == FlowKind::Return) {
         c.insert(c.end(), f.bytes, f.bytes + f.len);  // ret / ret imm16, as it was

@@ -12,15 +12,18 @@
 
 namespace backend::patch {
 
-Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args) {
+Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
+                               uint64_t at) {
   user_regs_struct saved{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return errno_error("PTRACE_GETREGS");
+  const uint64_t where = at ? at : saved.rip;
   uint8_t orig[2];
-  auto got = mem.read(saved.rip, orig);
+  auto got = mem.read(where, orig);
   if (!got || *got != 2) return Error{EIO, "cannot read the code at the thread's pc"};
   static constexpr uint8_t kSyscall[2] = {0x0f, 0x05};
-  if (auto w = mem.write(saved.rip, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the thread's pc"};
+  if (auto w = mem.write(where, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the thread's pc"};
   user_regs_struct regs = saved;
+  regs.rip = where;
   regs.rax = static_cast<uint64_t>(nr);
   regs.orig_rax = static_cast<uint64_t>(-1);  // no syscall restart for this one
   regs.rdi = args[0];
@@ -48,18 +51,18 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
         // A SIGTRAP that was pending before the step (the one after execve, when the thread has
         // not run yet) stops it before anything executed: dropped, as a resume would drop it.
         // The kernel's return from execve rewrote rax meanwhile: the registers are set again.
-        if (after.rip == saved.rip && !stale_trap_dropped) {
+        if (after.rip == where && !stale_trap_dropped) {
           stale_trap_dropped = true;
           if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
           continue;
         }
-        if (after.rip == saved.rip + 2) result = static_cast<int64_t>(after.rax);
+        if (after.rip == where + 2) result = static_cast<int64_t>(after.rax);
         break;
       }
       if (sig != SIGTRAP && sig != (SIGTRAP | 0x80)) signals.push_back(sig);  // suppressed now, queued again below
     }
   }
-  (void)mem.write(saved.rip, orig);
+  (void)mem.write(where, orig);
   ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
   for (int sig : signals) ::syscall(SYS_tgkill, pid, tid, sig);
   return result;

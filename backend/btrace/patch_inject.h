@@ -20,7 +20,10 @@ namespace backend::patch {
 // instruction written over its pc for one single step; the bytes and every register (orig_rax
 // too, so an interrupted system call still restarts) are put back. Returns the call's result
 // (a negative errno on failure). A signal that arrives meanwhile is queued again for the thread.
-Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args);
+// `at`: where the `syscall` goes instead of the pc (code no other thread runs: other threads of
+// the program may be running while this one is stopped); 0 = the thread's pc.
+Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
+                               uint64_t at = 0);
 
 // A page-aligned free range of `size` bytes between the `used` ranges ([start, end), sorted),
 // such that every byte of it is within rel32 reach (with a margin) of every byte of [lo, hi).

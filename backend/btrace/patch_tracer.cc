@@ -1,5 +1,7 @@
 #include "backend/btrace/patch_tracer.h"
 
+#include <utility>
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -106,10 +108,11 @@ bool PatchTracer::sync_regions() {
 Result<void> PatchTracer::setup(pid_t tid) {
   if (!sync_regions()) return Error{EIO, "cannot read the process's memory map"};
   if (regions_.empty()) return Error{ENOENT, "no executable mapping of a file"};
-  // The data area: [head][ring][guard][table]; anywhere (stubs address it absolutely).
+  // The data area: the table (stubs address it absolutely), then one page of code, the scratch
+  // `syscall` of later injections; anywhere. Rings are mapped per thread (ring_for).
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
-  uint64_t ring_bytes = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
-  data_size_ = kPage + ring_bytes + kPage + table_bytes;
+  ring_bytes_ = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
+  data_size_ = table_bytes + kPage;
   // A hint well below every module (not where the next library would go); only a hint.
   uint64_t lowest = UINT64_MAX;
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
@@ -120,16 +123,11 @@ Result<void> PatchTracer::setup(pid_t tid) {
   if (!r) return r.error();
   if (failed(*r)) return Error{static_cast<int>(-*r), "mmap in the program failed"};
   data_ = static_cast<uint64_t>(*r);
-  head_addr_ = data_;
-  ring_begin_ = data_ + kPage;
-  ring_end_ = ring_begin_ + ring_bytes;
-  table_addr_ = ring_end_ + kPage;
+  table_addr_ = data_;
   table_mask_ = kTableSlots - 1;
-  auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {ring_end_, kPage, PROT_NONE, 0, 0, 0});
-  if (!g || *g != 0) return Error{EIO, "mprotect of the ring's guard page failed"};
-  uint8_t head[8];
-  std::memcpy(head, &ring_begin_, 8);
-  if (auto w = mem_.write(head_addr_, head); !w || *w != 8) return Error{EIO, "cannot write the ring head"};
+  scratch_ = data_ + table_bytes;
+  auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {scratch_, kPage, PROT_READ | PROT_EXEC, 0, 0, 0});
+  if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
   ready_ = true;
@@ -153,11 +151,12 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
-                                  static_cast<uint64_t>(-1), 0});
+                                  static_cast<uint64_t>(-1), 0},
+                                 scratch_);
   if (!m) return m.error();
   if (failed(*m)) return Error{static_cast<int>(-*m), "mmap of the stub area failed"};
   if (static_cast<uint64_t>(*m) != *at) {  // an old kernel ignored MAP_FIXED_NOREPLACE
-    (void)patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {static_cast<uint64_t>(*m), size, 0, 0, 0, 0});
+    (void)patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {static_cast<uint64_t>(*m), size, 0, 0, 0, 0}, scratch_);
     return Error{ENOMEM, "the stub area could not be placed near the code"};
   }
   r.code_begin = r.code_next = *at;
@@ -168,41 +167,115 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
 
 // ---------------------------------------------------------------- running
 
-bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping) {
+// A thread's ring: its own, a spare one of a thread that exited, or a new mapping (the system
+// call runs in tid, stopped, from the scratch page: other threads may be running).
+PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
+  if (auto it = rings_.find(tid); it != rings_.end()) return &it->second;
+  Ring r;
+  if (!spare_.empty()) {
+    r = spare_.back();
+    spare_.pop_back();
+  } else {
+    uint64_t size = kPage + ring_bytes_ + kPage;
+    auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
+                                   {0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
+                                   scratch_);
+    if (!m || failed(*m)) return nullptr;
+    r.head_addr = static_cast<uint64_t>(*m);
+    r.begin = r.head_addr + kPage;
+    r.end = r.begin + ring_bytes_;
+    auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {r.end, kPage, PROT_NONE, 0, 0, 0}, scratch_);
+    if (!g || *g != 0) return nullptr;
+  }
+  uint8_t head[8];
+  std::memcpy(head, &r.begin, 8);
+  if (auto w = mem_.write(r.head_addr, head); !w || *w != 8) return nullptr;
+  r.gs_set = false;
+  r.last.reset();
+  return &rings_.emplace(tid, r).first->second;
+}
+
+// Points tid's gs base at its ring's head (ours) or back to 0. A gs base that is neither 0 nor
+// one of our heads (inherited by a new thread) belongs to the program: false.
+bool PatchTracer::set_gs(pid_t tid, Ring& r, bool ours) {
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return false;
+  if (ours && regs.gs_base != 0 && regs.gs_base != r.head_addr) {
+    bool inherited = std::any_of(rings_.begin(), rings_.end(), [&](const auto& e) { return e.second.head_addr == regs.gs_base; });
+    if (!inherited) return false;
+  }
+  regs.gs_base = ours ? r.head_addr : 0;
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return false;
+  r.gs_set = ours;
+  return true;
+}
+
+bool PatchTracer::all_stopped() const {
+  for (pid_t tid : list_tasks(pid_)) {
+    errno = 0;
+    ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
+    if (errno) return false;
+  }
+  return true;
+}
+
+// Traced threads never run a byte of code in a module that no free run instrumented: they trap
+// before (int3 sites, stubs' misses, the engine's planner stops at patched modules).
+bool PatchTracer::others_traced(pid_t self) const {
+  for (pid_t tid : list_tasks(pid_))
+    if (tid != self && !tracer_->patch_traced(tid)) return false;
+  return true;
+}
+
+bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop) {
   if (!disabled_.empty()) return false;
+  if (auto it = rings_.find(t.tid); it != rings_.end() && it->second.last) {
+    t.cursor.block_start = it->second.last->to;
+    t.cursor.last_flow = it->second.last->from;
+    t.cursor.last_flow_taken = true;
+    it->second.last.reset();
+  }
   // Between a syscall's entry and exit stops nothing may be injected (a single step there
   // finishes the syscall): the engine runs it to its exit stop first.
   if (t.in_syscall) return false;
   if (!tracer_->patch_traced(t.tid) || watch_stepping) {
-    if (installed_ && t.tid == owner_) suspend(&t);
+    if (installed_) suspend(&t);
     return false;
   }
-  if (owner_ == 0) {
-    owner_ = t.tid;
-    if (list_tasks(pid_).size() > 1) {
-      disable("more than one thread (block patching handles single-threaded programs)", &t);
-      return false;
-    }
-  }
-  if (t.tid != owner_) {
-    disable("more than one thread (block patching handles single-threaded programs)", nullptr);
+  if (non_stop && list_tasks(pid_).size() > 1) {
+    disable("more than one thread in non-stop mode (block patching handles threads in all-stop mode)", &t);
     return false;
   }
+  // The patches (and the first mappings) go in while every thread is stopped: a thread stopped
+  // in the middle of bytes a patch would cover gets its pc made a block start first.
   if (!ready_) {
+    if (!all_stopped()) return false;
     if (auto r = setup(t.tid); !r) {
       disable(r.error().message, &t);
       return false;
     }
   }
   if (!installed_) {
+    if (!all_stopped()) return false;
     // Once per free run: modules loaded or unloaded since the last one (dlopen/dlclose).
     (void)sync_regions();
-    install_all();
+    if (!install_all(t.tid)) return false;
+  }
+  Ring* ring = ring_for(t.tid);
+  if (!ring) {
+    disable("cannot map a ring for a thread", &t);
+    return false;
+  }
+  if (!ring->gs_set && !set_gs(t.tid, *ring, true)) {
+    disable("the program uses the gs base", &t);
+    return false;
   }
   uint64_t pc = pc_of(t.tid);
   Region* r = region_of(pc);
   if (!r) return false;
+  concurrent_ = rings_.size() > 1;  // instrument() asks all_stopped() only when it writes code
   instrument(t.tid, pc);
+  concurrent_ = false;
   return true;
 }
 
@@ -240,7 +313,10 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     fresh.push_back(b);
     const FlowInsn& f = block->end;
     Site& s = sites_[f.addr];
-    if (!s.planned || b > s.latest_start) {
+    if (s.planned && s.patchable && b > s.latest_start && b <= s.begin) {
+      s.latest_start = b;  // a start before the patched bytes: the same patch
+      s.block = *block;
+    } else if (!s.planned || b > s.latest_start) {
       s.latest_start = std::max(s.latest_start, b);
       if (s.latest_start == b) s.block = *block;
       s.planned = false;
@@ -267,12 +343,25 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   }
   std::sort(dirty.begin(), dirty.end());
   dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+  // Other threads running: a patch over code no thread can be running (a fresh site, every
+  // other thread traced) goes in; a patch that moves comes out fenced and leaves an int3 (the
+  // patch comes at the next free run that starts with every thread stopped).
+  std::optional<bool> running, traced_all;
   for (uint64_t a : dirty) {
     Site& s = sites_[a];
+    bool was_patch = s.installed == Installed::Patch;
+    if (concurrent_ && !running) running = !all_stopped();
+    bool others = concurrent_ && *running;
+    if (others && !was_patch && !traced_all) traced_all = others_traced(tid);
+    bool int3_only = others && (was_patch || !*traced_all);
+    if (was_patch && others) uninstall(s, true);
     plan_site(tid, a, s);
-    install(s);
+    install(s, int3_only);
   }
-  // Exits that led to a frontier trap (or the original) now lead to the block, or its translation.
+  // Exits that led to a frontier trap (or the original) now lead to the block, or its
+  // translation. Rewriting a live stub's rel32 while another thread may run it could tear:
+  // then that waits for the next free run that starts with every thread stopped.
+  relink_now_ = !concurrent_ || (running ? !*running : all_stopped());
   for (uint64_t b : fresh) relink(b);
   // Short blocks left to an int3 run from a translation when a stub leads to them.
   for (uint64_t b : fresh) {
@@ -284,6 +373,7 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // Block starts go into the table only once the ends they lead to are planned: a stub that
   // finds a target there jumps to it.
   for (uint64_t b : fresh) table_insert(b);
+  relink_now_ = true;
 }
 
 // Direct exits of a stub about to be written at base: to a translation where the target has
@@ -337,6 +427,10 @@ std::optional<uint64_t> PatchTracer::frontier_trap(uint64_t near, uint64_t targe
 
 // `start` was just explored: every exit that leads to it goes there (or to its translation).
 void PatchTracer::relink(uint64_t start) {
+  if (!relink_now_) {
+    pending_relinks_.push_back(start);
+    return;
+  }
   uint64_t to = destination(start);
   for (auto [it, last] = exits_.equal_range(start); it != last; ++it) {
     auto [base, off] = it->second;
@@ -400,7 +494,6 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   spec.flow = insns->back();
   spec.target = target;
   spec.edge_id = static_cast<uint32_t>(edges_.size());
-  spec.head_addr = head_addr_;
   spec.table_addr = table_addr_;
   spec.table_mask = table_mask_;
   const uint64_t gate = r->code_next;
@@ -429,7 +522,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   set_gate(start, !has_client_breakpoint(start, next));
   // Stubs made before it that lead to the block now lead to its translation.
   relink(start);
-  for (auto [it, last] = cached_by_target_.equal_range(start); it != last; ++it) {
+  for (auto [it, last] = cached_by_target_.equal_range(start); relink_now_ && it != last; ++it) {
     auto s = stubs_.find(it->second);
     if (s == stubs_.end() || !s->second.cache || s->second.cached != start) continue;  // moved on since
     uint64_t dest = gate;
@@ -516,7 +609,6 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.flow = insns->back();
   spec.target = target;
   spec.edge_id = static_cast<uint32_t>(edges_.size());
-  spec.head_addr = head_addr_;
   spec.table_addr = table_addr_;
   spec.table_mask = table_mask_;
   const uint64_t at = r->code_next;
@@ -543,10 +635,10 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   s.patchable = true;
 }
 
-void PatchTracer::install(Site& s) {
+void PatchTracer::install(Site& s, bool int3_only) {
   if (!installed_ || !s.planned || s.installed != Installed::None) return;
   auto flow = s.block.end.addr;
-  bool conflict = false;
+  bool conflict = int3_only;
   if (s.patchable)
     for (uint64_t a = s.begin; a < s.end && !conflict; ++a)
       conflict = breakpoints_.contains(a) || (hw_break_at_ && hw_break_at_(a));
@@ -562,9 +654,24 @@ void PatchTracer::install(Site& s) {
   }
 }
 
-void PatchTracer::uninstall(Site& s) {
+// Several bytes over code another thread may be running: an int3 first (a thread that meets it
+// meanwhile traps and starts again at addr, on_stop), then the rest, the first byte last.
+void PatchTracer::write_fenced(uint64_t addr, std::span<const uint8_t> bytes) {
+  if (bytes.size() <= 1) {
+    (void)mem_.write(addr, bytes);
+    return;
+  }
+  const uint8_t int3[1] = {0xcc};
+  fences_.insert(addr);
+  (void)mem_.write(addr, int3);
+  (void)mem_.write(addr + 1, bytes.subspan(1));
+  (void)mem_.write(addr, bytes.first(1));
+}
+
+void PatchTracer::uninstall(Site& s, bool fenced) {
   if (s.installed == Installed::Patch) {
-    (void)mem_.write(s.begin, s.original);
+    if (fenced) write_fenced(s.begin, s.original);
+    else (void)mem_.write(s.begin, s.original);
     ranges_.erase(s.begin);
   } else if (s.installed == Installed::Int3) {
     (void)breakpoints_.remove(mem_, s.block.end.addr, BreakpointOwner::Internal);
@@ -572,25 +679,70 @@ void PatchTracer::uninstall(Site& s) {
   s.installed = Installed::None;
 }
 
-void PatchTracer::install_all() {
+// Every thread is stopped: each gets its ring and gs base, every site its patch, and every
+// other thread's pc in a module becomes a block start (no patch covers where it stands).
+bool PatchTracer::install_all(pid_t self) {
+  auto tasks = list_tasks(pid_);
+  for (pid_t tid : tasks) {
+    Ring* r = ring_for(tid);
+    if (!r) {
+      disable("cannot map a ring for a thread", nullptr);
+      return false;
+    }
+    if (!r->gs_set && !set_gs(tid, *r, true)) {
+      disable("the program uses the gs base", nullptr);
+      return false;
+    }
+  }
   installed_ = true;
   ++stats_.installs;
   open_gates();
+  for (uint64_t b : std::exchange(pending_relinks_, {})) relink(b);
+  update_caches();
   for (auto& [addr, s] : sites_) install(s);
+  for (pid_t tid : tasks) {
+    if (tid == self) continue;
+    uint64_t pc = pc_of(tid);
+    if (pc && region_of(pc)) instrument(tid, pc);
+  }
+  return true;
+}
+
+// A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
+// false: it is running (its gs base stays ours; a later stop of it settles it).
+void PatchTracer::settle_thread(pid_t tid, Ring& r, LinuxThread* t) {
+  normalize(tid, r);
+  drain(tid, r, t);
+  (void)set_gs(tid, r, false);
 }
 
 void PatchTracer::suspend(LinuxThread* t) {
-  if (!installed_) return;
-  if (owner_) {
-    normalize(owner_);
-    drain(t && t->tid == owner_ ? t : nullptr);
+  bool all = true;
+  for (auto& [tid, r] : rings_) {
+    if (!r.gs_set) continue;
+    errno = 0;
+    ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
+    if (errno) {
+      all = false;
+      continue;
+    }
+    settle_thread(tid, r, t && t->tid == tid ? t : nullptr);
   }
+  if (t)
+    if (auto it = rings_.find(t->tid); it != rings_.end() && it->second.last) {
+      t->cursor.block_start = it->second.last->to;
+      t->cursor.last_flow = it->second.last->from;
+      t->cursor.last_flow_taken = true;
+      it->second.last.reset();
+    }
+  if (!installed_) return;
+  if (all) update_caches();  // nobody runs a stub now
   (void)sync_regions();  // a module unloaded while it ran: its bytes are not ours to restore
   stats_.patched_sites = stats_.int3_sites = 0;
   for (auto& [addr, s] : sites_) {
     stats_.patched_sites += s.installed == Installed::Patch;
     stats_.int3_sites += s.installed == Installed::Int3;
-    uninstall(s);
+    uninstall(s, !all);
   }
   installed_ = false;
 }
@@ -603,6 +755,8 @@ bool PatchTracer::release(pid_t tid) {
     ok = ok && r && *r == 0;
   }
   code_areas_.clear();
+  rings_.clear();
+  spare_.clear();
   for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
   stubs_.clear();
   sites_.clear();
@@ -616,11 +770,45 @@ std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   if (ready_ && data_) out.emplace_back(data_, data_ + data_size_);
   out.insert(out.end(), code_areas_.begin(), code_areas_.end());
+  // Each thread's ring: its head page, the ring, the guard page.
+  for (const auto& [tid, r] : rings_)
+    if (r.head_addr) out.emplace_back(r.head_addr, r.end + kPage);
+  for (const Ring& r : spare_)
+    if (r.head_addr) out.emplace_back(r.head_addr, r.end + kPage);
   return out;
 }
 
-void PatchTracer::thread_created(LinuxThread& t) {
-  disable("more than one thread (block patching handles single-threaded programs)", t.tid == owner_ ? &t : nullptr);
+void PatchTracer::thread_created(pid_t child, bool non_stop) {
+  if (!disabled_.empty() || !ready_) return;
+  if (non_stop) {
+    disable("more than one thread in non-stop mode (block patching handles threads in all-stop mode)", nullptr);
+    return;
+  }
+  // It inherited its parent's gs base: while that is one of our rings it needs its own.
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return;
+  if (!installed_ && regs.gs_base == 0) return;
+  Ring* r = ring_for(child);
+  if (!r || !set_gs(child, *r, true)) {
+    if (r) rings_.erase(child);
+    regs.gs_base = 0;  // never its parent's ring
+    ::ptrace(PTRACE_SETREGS, child, nullptr, &regs);
+    disable(r ? "the program uses the gs base" : "cannot map a ring for a thread", nullptr);
+  }
+}
+
+void PatchTracer::untraced_run(LinuxThread& t) {
+  if (!installed_) return;
+  Ring* r = ring_for(t.tid);
+  if (r && (r->gs_set || set_gs(t.tid, *r, true))) return;
+  suspend(&t);
+}
+
+void PatchTracer::thread_exited(pid_t tid) {
+  auto it = rings_.find(tid);
+  if (it == rings_.end()) return;
+  spare_.push_back(it->second);
+  rings_.erase(it);
 }
 
 // ---------------------------------------------------------------- stops
@@ -634,13 +822,13 @@ const PatchTracer::StubInfo* PatchTracer::stub_at(uint64_t pc, uint64_t* base) c
   return &it->second;
 }
 
-size_t PatchTracer::drain(LinuxThread* t) {
-  if (!ready_ || !owner_) return 0;
+size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
+  if (!ready_) return 0;
   uint64_t head = 0;
-  auto n = mem_.read(head_addr_, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&head), 8));
-  if (!n || *n != 8 || head <= ring_begin_ || head > ring_end_) return 0;
-  drain_buf_.resize(head - ring_begin_);
-  auto got = mem_.read(ring_begin_, drain_buf_);
+  auto n = mem_.read(r.head_addr, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&head), 8));
+  if (!n || *n != 8 || head <= r.begin || head > r.end) return 0;
+  drain_buf_.resize(head - r.begin);
+  auto got = mem_.read(r.begin, drain_buf_);
   if (!got) return 0;
   size_t count = 0;
   Branch last;
@@ -673,31 +861,35 @@ size_t PatchTracer::drain(LinuxThread* t) {
     batch_.push_back(last);
     ++count;
   }
-  tracer_->record_many(owner_, batch_);
+  tracer_->record_many(tid, batch_);
   uint8_t reset[8];
-  std::memcpy(reset, &ring_begin_, 8);
-  (void)mem_.write(head_addr_, reset);
-  update_caches();
+  std::memcpy(reset, &r.begin, 8);
+  (void)mem_.write(r.head_addr, reset);
   stats_.drained += count;
   if (count && t) {
     t->cursor.block_start = last.to;
     t->cursor.last_flow = last.from;
     t->cursor.last_flow_taken = true;
+    r.last.reset();
+  } else if (count) {
+    r.last = last;  // its cursor follows when its LinuxThread is at hand
   }
   return count;
 }
 
 // Each dynamic site that missed its inline cache since the last drain caches its latest
-// target, when that target is instrumented (a hit jumps there directly). Never the stub the
-// thread stands in (it may be between reading the target and the id).
+// target, when that target is instrumented (a hit jumps there directly). Never the stub a
+// thread stands in (it may be between reading the target and the id); only while no thread
+// runs (the 12 bytes are not one store).
 void PatchTracer::update_caches() {
   if (cache_moves_.empty()) return;
-  uint64_t pc = pc_of(owner_);
+  std::vector<uint64_t> pcs;
+  for (const auto& [tid, r] : rings_) pcs.push_back(pc_of(tid));
   for (const auto& [base, target] : cache_moves_) {
     auto it = stubs_.find(base);
     if (it == stubs_.end() || !it->second.cache || it->second.cached == target) continue;
     StubInfo& info = it->second;
-    if (pc >= base && pc < base + info.len) continue;
+    if (std::any_of(pcs.begin(), pcs.end(), [&, b = base](uint64_t pc) { return pc >= b && pc < b + info.len; })) continue;
     if (!visited_.count(target)) continue;
     auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
     if (fresh) edges_.push_back(Edge{info.flow, target, info.flow_len, 0});
@@ -728,7 +920,7 @@ void PatchTracer::clear_caches() {
 
 // A thread stopped inside a stub goes back to the original address it stands for where nothing
 // of the control-flow instruction has happened yet; elsewhere it is stepped to the stub's end.
-void PatchTracer::normalize(pid_t tid) {
+void PatchTracer::normalize(pid_t tid, Ring& ring) {
   user_regs_struct regs{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return;
   uint64_t base = 0;
@@ -753,9 +945,9 @@ void PatchTracer::normalize(pid_t tid) {
       siginfo_t si{};
       ::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
       auto addr = reinterpret_cast<uint64_t>(si.si_addr);
-      if (addr >= ring_end_ && addr < ring_end_ + kPage) {  // the ring filled up on the way out
-        drain(nullptr);
-        regs.rax = ring_begin_;
+      if (addr >= ring.end && addr < ring.end + kPage) {  // the ring filled up on the way out
+        drain(tid, ring, nullptr);
+        regs.rax = ring.begin;
         ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
         ++stats_.ring_full;
         continue;
@@ -776,9 +968,31 @@ void PatchTracer::normalize(pid_t tid) {
 }
 
 PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
-  if (!installed_ || t.tid != owner_ || !WIFSTOPPED(status)) return StopKind::None;
-  drain(&t);
+  if (!WIFSTOPPED(status)) return StopKind::None;
   int sig = WSTOPSIG(status);
+  if (sig == SIGTRAP && (status >> 16) == 0 && !fences_.empty()) {
+    // The int3 of a fenced write (over now): start again at its address.
+    user_regs_struct regs{};
+    if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) == 0 && fences_.count(regs.rip - 1)) {
+      uint8_t now = 0;
+      if (auto n = mem_.read(regs.rip - 1, std::span<uint8_t>(&now, 1)); n && *n == 1 && now != 0xcc) {
+        regs.rip -= 1;
+        ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+        return StopKind::Consumed;
+      }
+    }
+  }
+  auto it = rings_.find(t.tid);
+  if (it == rings_.end() || !it->second.gs_set) return StopKind::None;
+  Ring& ring = it->second;
+  if (ring.last) {
+    t.cursor.block_start = ring.last->to;
+    t.cursor.last_flow = ring.last->from;
+    t.cursor.last_flow_taken = true;
+    ring.last.reset();
+  }
+  drain(t.tid, ring, &t);
+  if (rings_.size() == 1) update_caches();  // the one thread is stopped
   if ((status >> 16) != 0 || sig == (SIGTRAP | 0x80) || sig == SIGSTOP) return StopKind::None;
   user_regs_struct regs{};
   if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) return StopKind::None;
@@ -805,17 +1019,17 @@ PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t*
     ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
     auto addr = reinterpret_cast<uint64_t>(si.si_addr);
     const StubInfo* info = stub_at(regs.rip, &base);
-    if (info && addr >= ring_end_ && addr < ring_end_ + kPage &&
+    if (info && addr >= ring.end && addr < ring.end + kPage &&
         std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end()) {
-      regs.rax = ring_begin_;  // drained above: the store starts the ring again
+      regs.rax = ring.begin;  // drained above: the store starts the ring again
       ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
       ++stats_.ring_full;
       return StopKind::Consumed;
     }
   }
   // A signal for the program: it is seen at an original address.
-  normalize(t.tid);
-  drain(&t);
+  normalize(t.tid, ring);
+  drain(t.tid, ring, &t);
   return StopKind::None;
 }
 
@@ -824,6 +1038,13 @@ PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t*
 void PatchTracer::restore_into(const ProcMemory& child) const {
   for (const auto& [addr, s] : sites_)
     if (s.installed == Installed::Patch) (void)child.write(s.begin, s.original);
+  // Its one thread got the forking thread's gs base: the program's 0 again.
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, child.pid(), nullptr, &regs) != 0 || regs.gs_base == 0) return;
+  bool ours = std::any_of(rings_.begin(), rings_.end(), [&](const auto& e) { return e.second.head_addr == regs.gs_base; });
+  if (!ours) return;
+  regs.gs_base = 0;
+  ::ptrace(PTRACE_SETREGS, child.pid(), nullptr, &regs);
 }
 
 void PatchTracer::unshadow(uint64_t addr, std::span<uint8_t> buf) const {

@@ -17,8 +17,15 @@
 // stop the thread is moved out of any stub (to the original address it stands for, or stepped
 // to the end of the stub) and every original byte is put back, so memory reads, Z0
 // breakpoints, single steps and registers see the program as it is. Reads while running (the
-// engine's decoder) get the original bytes through unshadow(). Limit: single-threaded processes
-// (a second thread unpatches everything for good).
+// engine's decoder) get the original bytes through unshadow().
+//
+// Threads (all-stop): every thread has a ring of its own (head word, ring, guard page), which its
+// gs base points at while the patches are in (x86-64 programs leave gs alone; the client sees
+// the program's own gs base, 0, at every stop). A thread's ring is drained at each of its stops,
+// into its own history. The patches go in only while every thread is stopped; code first met
+// while other threads run free gets a patch only where no thread can be executing those bytes
+// (fresh code, every other thread traced), else an int3 until the next time all are stopped.
+// Non-stop mode with more than one thread turns patching off (the software source goes on).
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -64,7 +72,7 @@ class PatchTracer {
 
   // t (stopped, about to continue traced) may run free: the patches are in and everything
   // reachable from its pc is instrumented. false: the engine runs it block by block.
-  bool prepare_run(LinuxThread& t, bool watch_stepping);
+  bool prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop);
   // The engine's planner must not follow a direct branch to this target (patched code).
   bool enters_patched(uint64_t target) const;
 
@@ -89,8 +97,14 @@ class PatchTracer {
   std::vector<std::pair<uint64_t, uint64_t>> areas() const;
   // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
-  // A second thread appeared: patching stops for this process (threads are not handled yet).
-  void thread_created(LinuxThread& t);
+  // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
+  // its own (its branches are dropped); where that fails the patches come out.
+  void untraced_run(LinuxThread& t);
+  // A new thread (stopped, not run yet; it inherited its parent's gs base): it gets a ring of
+  // its own when the patches are in. Non-stop: patching stops for this process.
+  void thread_created(pid_t child, bool non_stop);
+  // A thread is gone: its ring is kept for the next new thread.
+  void thread_exited(pid_t tid);
   // A fork child got a copy of the patched code: put its original bytes back.
   void restore_into(const ProcMemory& child) const;
   // Reads: the original bytes of patched code.
@@ -133,22 +147,34 @@ class PatchTracer {
   // Ring entry id -> branch. `stub`: a dynamic site's stub (its ids carry the target; the
   // drain moves the site's inline cache to it).
   struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; uint64_t stub = 0; };
+  // One thread's ring: [head word page][ring][PROT_NONE guard page], mapped in the program.
+  struct Ring {
+    uint64_t head_addr = 0, begin = 0, end = 0;
+    bool gs_set = false;               // the thread's gs base points at head_addr now
+    std::optional<Branch> last;        // drained while its LinuxThread was not at hand: its cursor
+  };
 
   Region* region_of(uint64_t addr);
   const Region* region_of(uint64_t addr) const;
   void disable(std::string why, LinuxThread* t);
   Result<void> setup(pid_t tid);
+  Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
+  bool set_gs(pid_t tid, Ring& r, bool ours);
+  bool all_stopped() const;           // every thread of the process is in a ptrace stop
+  bool others_traced(pid_t self) const;  // every other thread runs under patch control
+  void settle_thread(pid_t tid, Ring& r, LinuxThread* t);
   bool sync_regions();
   void forget_plans();
   Result<void> map_code_area(pid_t tid, Region& r);
   void instrument(pid_t tid, uint64_t pc);
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
-  void install(Site& s);
-  void uninstall(Site& s);
-  void install_all();
+  void install(Site& s, bool int3_only = false);
+  void uninstall(Site& s, bool fenced = false);
+  void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
+  bool install_all(pid_t self);
   void table_insert(uint64_t target);
-  size_t drain(LinuxThread* t);
-  void normalize(pid_t tid);
+  size_t drain(pid_t tid, Ring& r, LinuxThread* t);
+  void normalize(pid_t tid, Ring& r);
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
   void update_caches();
   void clear_caches();
@@ -171,13 +197,19 @@ class PatchTracer {
   std::unique_ptr<TraceManager>& tracer_;
   std::function<bool(uint64_t)> hw_break_at_;
   pid_t pid_ = 0;
-  pid_t owner_ = 0;
   bool ready_ = false;
   bool installed_ = false;
   std::string disabled_;
   std::vector<Region> regions_;
-  // The data area: ring head, ring, guard page, table of instrumented block starts.
-  uint64_t data_ = 0, data_size_ = 0, head_addr_ = 0, ring_begin_ = 0, ring_end_ = 0, table_addr_ = 0;
+  // The data area: the table of instrumented block starts; the scratch page: an executable
+  // `syscall` only the server runs (system calls injected while other threads run).
+  uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  std::map<pid_t, Ring> rings_;              // by thread
+  std::vector<Ring> spare_;                  // rings of threads that exited
+  std::set<uint64_t> fences_;                // int3s written for an instant over a live patch
+  bool relink_now_ = true;                   // instrument(): stub exits may be rewritten now
+  std::vector<uint64_t> pending_relinks_;    // blocks whose exits wait for every thread stopped
+  bool concurrent_ = false;                  // instrument(): other threads may be running now
   uint32_t table_mask_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
   std::vector<uint64_t> table_;  // mirror of the inferior's table

@@ -3,8 +3,12 @@
 // and stubs executed for real in this process (a loop and a return patched, the ring read back).
 #include <catch2/catch.hpp>
 
+#include <asm/prctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -20,6 +24,25 @@ Insn decode_one(std::vector<uint8_t> bytes, uint64_t addr) {
   REQUIRE(insns);
   REQUIRE(!insns->empty());
   return insns->front();
+}
+
+// Points this thread's gs base at a ring head for the stubs run here (as the server does for
+// each thread of the program), and puts the old base back.
+class GsBase {
+ public:
+  explicit GsBase(uint64_t head) {
+    ::syscall(SYS_arch_prctl, ARCH_GET_GS, &old_);
+    set(head);
+  }
+  ~GsBase() { set(old_); }
+  void set(uint64_t head) { ::syscall(SYS_arch_prctl, ARCH_SET_GS, head); }
+
+ private:
+  unsigned long old_ = 0;
+};
+
+bool contains(const std::vector<uint8_t>& code, std::initializer_list<uint8_t> needle) {
+  return std::search(code.begin(), code.end(), needle.begin(), needle.end()) != code.end();
 }
 }  // namespace
 
@@ -199,7 +222,6 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   cond.flow = loop_insns->back();
   cond.target = L;
   cond.edge_id = 7;
-  cond.head_addr = head_addr;
   auto s1 = build_stub(cond, P + 0x1000);
   REQUIRE(s1);
   CHECK(s1->exact.size() == 2);
@@ -215,7 +237,6 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   ret.displaced.assign(ret_insns->begin(), ret_insns->end() - 1);
   ret.flow = ret_insns->back();
   ret.edge_id = 9;
-  ret.head_addr = head_addr;
   ret.table_addr = table;
   ret.table_mask = 15;
   auto s2 = build_stub(ret, P + 0x2000);
@@ -229,6 +250,7 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   std::memcpy(p + 0x46, j1->data(), 5);
   std::memcpy(p + 0x4b, j2->data(), 5);
 
+  GsBase gs(head_addr);
   auto fn = reinterpret_cast<long (*)(long)>(P);
   CHECK(fn(5) == 15);
   REQUIRE(data[0] == ring + 4 * 4 + 12);
@@ -268,5 +290,54 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   CHECK(w == 21);
   CHECK(fn(4) == 12);  // a hit again
   CHECK(data[0] == ring + 2 * 4 + 4 + 3 * 4 + 4);
+  // Another thread's ring: a second head named by the gs base; the first ring is untouched.
+  std::vector<uint64_t> other(64, 0);
+  uint64_t other_ring = reinterpret_cast<uint64_t>(&other[8]);
+  other[0] = other_ring;
+  uint64_t first_head = data[0];
+  gs.set(reinterpret_cast<uint64_t>(&other[0]));
+  CHECK(fn(2) == 6);
+  CHECK(other[0] == other_ring + 4 + 4);  // one taken jnz, the return through the cache
+  CHECK(data[0] == first_head);
+  uint32_t o;
+  std::memcpy(&o, &other[8], 4);
+  CHECK(o == 7);
   ::munmap(mem, 0x3000);
+}
+
+TEST_CASE("stubs find the ring head through gs, never at a fixed address", "[patch]") {
+  const uint8_t load[] = {0x65, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0};   // mov rax,gs:[0]
+  const uint8_t store[] = {0x65, 0x48, 0x89, 0x04, 0x25, 0, 0, 0, 0};  // mov gs:[0],rax
+  auto check = [&](const StubSpec& spec, size_t pairs) {
+    auto s = build_stub(spec, 0x500000);
+    REQUIRE(s);
+    size_t loads = 0, stores = 0;
+    for (size_t i = 0; i + sizeof load <= s->code.size(); ++i) {
+      loads += std::memcmp(s->code.data() + i, load, sizeof load) == 0;
+      stores += std::memcmp(s->code.data() + i, store, sizeof store) == 0;
+    }
+    CHECK(loads == pairs);
+    CHECK(stores == pairs);
+    CHECK(s->ring_stores.size() == pairs);
+    CHECK_FALSE(contains(s->code, {0x48, 0xa1}));  // no movabs rax,[moffs64] left
+    // each ring store follows a head load (the guard-page restart sets rax to the ring start)
+    for (uint32_t off : s->ring_stores) CHECK(off < s->code.size());
+  };
+  StubSpec jmp;
+  jmp.kind = FlowKind::Jump;
+  jmp.flow = decode_one({0xe9, 0x00, 0x01, 0x00, 0x00}, 0x400000);
+  jmp.target = 0x400105;
+  jmp.edge_id = 3;
+  check(jmp, 1);
+  StubSpec call = jmp;
+  call.kind = FlowKind::Call;
+  call.flow = decode_one({0xe8, 0x00, 0x01, 0x00, 0x00}, 0x400000);
+  check(call, 1);
+  StubSpec ret;
+  ret.kind = FlowKind::Return;
+  ret.flow = decode_one({0xc3}, 0x400000);
+  ret.edge_id = 4;
+  ret.table_addr = 0x700000;
+  ret.table_mask = 15;
+  check(ret, 2);  // the inline-cache hit and the table hit
 }
