@@ -151,3 +151,17 @@ def test_signals_while_running_patched_code(procs):
     assert ring_branches(r.out)["ring"] > 1000
     srv.wait_exit(20)
     assert ("sum=" + want) in srv.stdout.text, srv.stdout.text[-500:]
+
+
+@pytest.mark.parametrize("name,args", [
+    ("patchshort", ["40"]),    # blocks shorter than a jmp rel32, a jcc at a block start, 1-byte ret
+    ("patchopt", ["30"]),      # -O2: jump tables, sibling calls, PLT calls into libc, setjmp/longjmp
+    ("patchexc", ["7"]),       # C++ exceptions thrown, caught and rethrown through several frames
+])
+def test_hard_code_shapes(procs, name, args):
+    """Code shapes that are hard to patch: the history is the software source's line by line,
+    and the ring was used."""
+    prog = inferior(name)
+    soft, patch = compare(procs, prog, args, REGION)
+    st = ring_branches(patch)
+    assert st["patched"] > 0 and st["ring"] > 0, st
