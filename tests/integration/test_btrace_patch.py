@@ -176,3 +176,13 @@ def test_program_reading_its_own_code(procs):
     prog = inferior("patchstack")
     soft, patch = compare(procs, prog, ["20", "selfread"], REGION)
     assert ring_branches(patch)["ring"] > 0
+
+
+def test_vfork_children_inside_the_region(procs):
+    """vfork() and posix_spawn() (CLONE_VM|CLONE_VFORK) while recording: the child runs in the
+    parent's memory, so no patch may go back in before the vforkdone event (which GDB must get:
+    it asserts on a second vfork without one), and the children exit as they should."""
+    prog = inferior("patchvfork")
+    soft, patch = compare(procs, prog, [], REGION + ["print children_ok"])
+    assert "$1 = 2" in soft and "$1 = 2" in patch, patch[-2000:]
+    assert ring_branches(patch)["ring"] > 0
