@@ -169,7 +169,7 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
 
 bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping) {
   if (!disabled_.empty()) return false;
-  if (!tracer_->patch_traced(t.tid) || watch_stepping) {
+  if (!tracer_->patch_traced(t.tid) || watch_stepping || vfork_pending_ || t.tid == in_syscall_tid_) {
     if (installed_ && t.tid == owner_) suspend(&t);
     return false;
   }
@@ -544,6 +544,18 @@ void PatchTracer::normalize(pid_t tid) {
 }
 
 PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
+  // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
+  // mmap injected there would step the thread out of that call (into its next event, unseen)
+  // and put the stale rax back. The next run from such a stop goes without patches.
+  if (WIFSTOPPED(status)) {
+    int event = status >> 16;
+    if (event != 0 || WSTOPSIG(status) == (SIGTRAP | 0x80)) in_syscall_tid_ = t.tid;
+    else if (in_syscall_tid_ == t.tid) in_syscall_tid_ = 0;
+    // A vfork child runs in this memory until it exits or execs (its parent's vforkdone): no
+    // patch may go back in meanwhile.
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK) vfork_pending_ = true;
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK_DONE) vfork_pending_ = false;
+  }
   if (!installed_ || t.tid != owner_ || !WIFSTOPPED(status)) return StopKind::None;
   drain(&t);
   int sig = WSTOPSIG(status);
