@@ -186,3 +186,14 @@ def test_vfork_children_inside_the_region(procs):
     soft, patch = compare(procs, prog, [], REGION + ["print children_ok"])
     assert "$1 = 2" in soft and "$1 = 2" in patch, patch[-2000:]
     assert ring_branches(patch)["ring"] > 0
+
+
+def test_syscall_catchpoint_inside_the_region(procs):
+    """`catch syscall getpid` while recording: the entry and return stops are inside the
+    system call (no mmap may be injected there); the history is the software source's."""
+    prog = inferior("branches")
+    cmds = ["break trace_begin", "continue", "record btrace", "catch syscall getpid", "continue", "continue",
+            "delete", "break trace_end", "continue"] + LISTINGS
+    soft, patch = compare(procs, prog, [], cmds)
+    assert "returned from syscall getpid" in patch, patch[-2000:]
+    assert ring_branches(patch)["ring"] > 0
