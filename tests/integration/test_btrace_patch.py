@@ -197,3 +197,11 @@ def test_syscall_catchpoint_inside_the_region(procs):
     soft, patch = compare(procs, prog, [], cmds)
     assert "returned from syscall getpid" in patch, patch[-2000:]
     assert ring_branches(patch)["ring"] > 0
+
+
+def test_signal_handler_leaving_through_siglongjmp(procs):
+    """raise(SIGUSR1) in patched code, whose handler siglongjmps out (no sigreturn): the
+    history is the software source's."""
+    prog = inferior("patchsigjmp")
+    soft, patch = compare(procs, prog, ["12"], ["handle SIGUSR1 nostop noprint pass"] + REGION)
+    assert ring_branches(patch)["ring"] > 0
