@@ -238,7 +238,7 @@ bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop
   // Between a syscall's entry and exit stops nothing may be injected (a single step there
   // finishes the syscall): the engine runs it to its exit stop first.
   if (t.in_syscall) return false;
-  if (!tracer_->patch_traced(t.tid) || watch_stepping) {
+  if (!tracer_->patch_traced(t.tid) || watch_stepping || vfork_pending_ || t.tid == in_syscall_tid_) {
     if (installed_) suspend(&t);
     return false;
   }
@@ -968,6 +968,18 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
 }
 
 PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
+  // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
+  // mmap injected there would step the thread out of that call (into its next event, unseen)
+  // and put the stale rax back. The next run from such a stop goes without patches.
+  if (WIFSTOPPED(status)) {
+    int event = status >> 16;
+    if (event != 0 || WSTOPSIG(status) == (SIGTRAP | 0x80)) in_syscall_tid_ = t.tid;
+    else if (in_syscall_tid_ == t.tid) in_syscall_tid_ = 0;
+    // A vfork child runs in this memory until it exits or execs (its parent's vforkdone): no
+    // patch may go back in meanwhile.
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK) vfork_pending_ = true;
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK_DONE) vfork_pending_ = false;
+  }
   if (!WIFSTOPPED(status)) return StopKind::None;
   int sig = WSTOPSIG(status);
   if (sig == SIGTRAP && (status >> 16) == 0 && !fences_.empty()) {

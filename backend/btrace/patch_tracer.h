@@ -199,6 +199,8 @@ class PatchTracer {
   pid_t pid_ = 0;
   bool ready_ = false;
   bool installed_ = false;
+  bool vfork_pending_ = false;  // a vfork child shares the memory (vfork event seen, vforkdone not yet)
+  pid_t in_syscall_tid_ = 0;    // the thread whose last stop was a ptrace event or syscall stop
   std::string disabled_;
   std::vector<Region> regions_;
   // The data area: the table of instrumented block starts; the scratch page: an executable

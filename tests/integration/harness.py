@@ -5,6 +5,9 @@ Environment:
   BRANCHSTUB_BUILD   build directory (default /work/main/build); inferiors in <build>/inferiors
   BRANCHSTUB_SERVER  server binary (default <build>/server/branchstub); /usr/bin/gdbserver works
                      for every test not marked branchstub_only.
+  BRANCHSTUB_SERVER_ARGS  options put first on every server command line (space-separated),
+                     e.g. "--btrace-source=patch" to run the btrace tests on that source; one
+                     a test gives itself (same --name) wins.
 
 No sleeps are used as synchronisation: every wait reads a pipe or polls a condition with a
 deadline.
@@ -83,6 +86,8 @@ def inferior(name):
     """Path of a built inferior; compiled into a temp dir when the build lacks it."""
     global _fallback_dir
     src = os.path.join(INFERIOR_SRC, name + ".c")
+    if not os.path.exists(src) and os.path.exists(src + "c"):
+        src += "c"   # a C++ inferior (name.cc)
     built = os.path.join(BUILD, "inferiors", name)
     if os.path.exists(built) and os.path.getmtime(built) >= os.path.getmtime(src):
         return built
@@ -90,8 +95,12 @@ def inferior(name):
         _fallback_dir = tempfile.mkdtemp(prefix="bs-inferiors-")
     out = os.path.join(_fallback_dir, name)
     if not os.path.exists(out):
-        subprocess.run(["gcc", "-g", "-O0", "-fno-omit-frame-pointer", "-pthread",
-                        "-o", out, src], check=True, timeout=120)
+        with open(src) as f:   # `CFLAGS: ...` in the source, as tests/inferiors/CMakeLists.txt reads it
+            m = re.search(r"CFLAGS: ([^*\n]*)", f.read())
+        extra = m.group(1).split() if m else []
+        cc = "g++" if src.endswith(".cc") else "gcc"
+        subprocess.run([cc, "-g", "-O0", "-fno-omit-frame-pointer", "-pthread"] + extra +
+                       ["-o", out, src], check=True, timeout=120)
     return out
 
 
@@ -255,6 +264,15 @@ def free_port():
     return port
 
 
+def _extra_server_args(binary, args):
+    """BRANCHSTUB_SERVER_ARGS less the options the test sets itself (none for gdbserver)."""
+    if "gdbserver" in os.path.basename(binary):
+        return []
+    given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    return [a for a in os.environ.get("BRANCHSTUB_SERVER_ARGS", "").split()
+            if a.split("=", 1)[0] not in given]
+
+
 class Server:
     """One server process. `args` are the server's arguments with the string "{COMM}"
     standing for the HOST:PORT argument, e.g. ["--once", "{COMM}", prog]."""
@@ -267,7 +285,7 @@ class Server:
         for _attempt in range(8):
             port = free_port()
             comm = "%s:%d" % (host, port)
-            argv = [self.binary] + [a.replace("{COMM}", comm) for a in args]
+            argv = [self.binary] + _extra_server_args(self.binary, args) + [a.replace("{COMM}", comm) for a in args]
             proc = subprocess.Popen(argv, stdin=stdin or subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, env=env, cwd=cwd)
