@@ -448,6 +448,29 @@ uint64_t PatchTracer::destination(uint64_t target) const {
   return t == translations_.end() ? target : t->second.gate;
 }
 
+// What a stub for f needs: its direct target (0 for ret/indirect kinds) and whether the kind is
+// dynamic; nullopt when f cannot be patched or a direct exit leaves the patched modules (an
+// exit to a block not explored yet goes to a frontier trap: see link_exits).
+std::optional<std::pair<uint64_t, bool>> PatchTracer::stub_target(const FlowInsn& f) const {
+  auto known = [&](uint64_t a) { return region_of(a) != nullptr; };
+  switch (f.kind) {
+    case FlowKind::CondJump:
+    case FlowKind::Loop:
+      if (!f.direct_target || !known(*f.direct_target) || !known(f.addr + f.len)) return std::nullopt;
+      return std::pair{*f.direct_target, false};
+    case FlowKind::Jump:
+    case FlowKind::Call:
+      if (!f.direct_target || !known(*f.direct_target)) return std::nullopt;
+      return std::pair{*f.direct_target, false};
+    case FlowKind::Return:
+    case FlowKind::IndirectJump:
+    case FlowKind::IndirectCall:
+      return std::pair{uint64_t{0}, true};
+    default:
+      return std::nullopt;
+  }
+}
+
 void PatchTracer::translate(pid_t tid, uint64_t start) {
   if (translations_.count(start)) return;
   auto block = code_.block_at(start);
@@ -455,28 +478,9 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   const FlowInsn& f = block->end;
   uint64_t next = f.addr + f.len;
   if (f.len == 0 || next - start > 256) return;
-  auto known = [&](uint64_t a) { return region_of(a) != nullptr; };
-  uint64_t target = 0;
-  bool dynamic = false;
-  switch (f.kind) {
-    case FlowKind::CondJump:
-    case FlowKind::Loop:
-      if (!f.direct_target || !known(*f.direct_target) || !known(next)) return;
-      target = *f.direct_target;
-      break;
-    case FlowKind::Jump:
-    case FlowKind::Call:
-      if (!f.direct_target || !known(*f.direct_target)) return;
-      target = *f.direct_target;
-      break;
-    case FlowKind::Return:
-    case FlowKind::IndirectJump:
-    case FlowKind::IndirectCall:
-      dynamic = true;
-      break;
-    default:
-      return;
-  }
+  auto exit = stub_target(f);
+  if (!exit) return;
+  auto [target, dynamic] = *exit;
   std::vector<uint8_t> bytes(next - start);
   if (code_.reader()(start, bytes) != bytes.size()) return;
   auto insns = patch::decode_all(bytes, start);
@@ -562,27 +566,9 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   const FlowInsn& f = s.block.end;
   if (f.len == 0 || f.addr != flow_addr) return;
   uint64_t next = f.addr + f.len;
-  // A direct exit to a block not explored yet goes to a frontier trap (link_exits).
-  auto known = [&](uint64_t a) { return region_of(a) != nullptr; };
-  uint64_t target = 0;
-  switch (f.kind) {
-    case FlowKind::CondJump:
-    case FlowKind::Loop:
-      if (!f.direct_target || !known(*f.direct_target) || !known(next)) return;
-      target = *f.direct_target;
-      break;
-    case FlowKind::Jump:
-    case FlowKind::Call:
-      if (!f.direct_target || !known(*f.direct_target)) return;
-      target = *f.direct_target;
-      break;
-    case FlowKind::Return:
-    case FlowKind::IndirectJump:
-    case FlowKind::IndirectCall:
-      break;
-    default:
-      return;
-  }
+  auto exit = stub_target(f);
+  if (!exit) return;
+  uint64_t target = exit->first;
   std::vector<uint8_t> bytes(next - s.latest_start);
   if (bytes.size() > 64 * 1024) bytes.erase(bytes.begin(), bytes.end() - 64 * 1024);
   uint64_t from = next - bytes.size();

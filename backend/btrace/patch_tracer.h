@@ -183,6 +183,7 @@ class PatchTracer {
   // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
   // client breakpoint lies in it.
   void translate(pid_t tid, uint64_t start);
+  std::optional<std::pair<uint64_t, bool>> stub_target(const FlowInsn& f) const;
   bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
   std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
   void relink(uint64_t start);
