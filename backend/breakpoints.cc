@@ -44,9 +44,14 @@ Result<void> SoftwareBreakpoints::insert(const ProcMemory& mem, uint64_t addr, B
     uint8_t original = 0;
     auto r = mem.read(addr, std::span<uint8_t>(&original, 1));
     if (!r) return Error{r.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot read memory", addr)};
-    if (auto w = write_byte(mem, addr, kInt3); !w)
-      return Error{w.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot write memory", addr)};
-    it = table_.emplace(addr, Entry{original}).first;
+    // Lifted for a step still under way: the int3 goes in at lower().
+    bool lifted = lifted_removed_.erase(addr) != 0;
+    if (!lifted)
+      if (auto w = write_byte(mem, addr, kInt3); !w)
+        return Error{w.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot write memory", addr)};
+    Entry e{original};
+    e.lifted = lifted;
+    it = table_.emplace(addr, e).first;
     history_.insert(addr);
   }
   refs_of(it->second, owner)++;
@@ -62,7 +67,10 @@ Result<void> SoftwareBreakpoints::remove(const ProcMemory& mem, uint64_t addr, B
   if (it->second.client_refs + it->second.hardware_refs + it->second.internal_refs > 0) return {};
   Entry e = it->second;
   table_.erase(it);
-  if (e.lifted) return {};
+  if (e.lifted) {
+    lifted_removed_.insert(addr);
+    return {};
+  }
   if (auto w = write_byte(mem, addr, e.original); !w)
     return Error{w.error().code, fmt::format("Cannot remove breakpoint at {:#x}: {}", addr, w.error().message)};
   return {};
@@ -78,6 +86,7 @@ Result<void> SoftwareBreakpoints::lift(const ProcMemory& mem, uint64_t addr) {
 
 Result<void> SoftwareBreakpoints::lower(const ProcMemory& mem, uint64_t addr) {
   auto it = table_.find(addr);
+  if (it == table_.end()) lifted_removed_.erase(addr);
   if (it == table_.end() || !it->second.lifted) return {};
   if (auto w = write_byte(mem, addr, kInt3); !w) return w;
   it->second.lifted = false;
@@ -101,6 +110,7 @@ void SoftwareBreakpoints::restore_all(const ProcMemory& mem) {
   for (auto& [addr, e] : table_)
     if (!e.lifted) (void)write_byte(mem, addr, e.original);
   table_.clear();
+  lifted_removed_.clear();
 }
 
 void SoftwareBreakpoints::restore_into(const ProcMemory& other) const {

@@ -33,7 +33,9 @@ class SoftwareBreakpoints {
   bool client_is_hardware(uint64_t addr) const;
   bool empty() const { return table_.empty(); }
 
-  // Step-over support: put the original byte back for a moment, then the int3 again.
+  // Step-over support: put the original byte back for a moment, then the int3 again. An
+  // address stays lifted until lower(), whoever removes and inserts a breakpoint there meanwhile
+  // (else a thread stepping the original instruction would meet a fresh int3 there).
   Result<void> lift(const ProcMemory& mem, uint64_t addr);
   Result<void> lower(const ProcMemory& mem, uint64_t addr);
 
@@ -52,6 +54,7 @@ class SoftwareBreakpoints {
   void clear() {
     table_.clear();
     history_.clear();
+    lifted_removed_.clear();
   }
 
  private:
@@ -65,6 +68,7 @@ class SoftwareBreakpoints {
   static int& refs_of(Entry& e, BreakpointOwner owner);
   std::map<uint64_t, Entry> table_;
   std::set<uint64_t> history_;  // bounded by the code's distinct breakpoint addresses
+  std::set<uint64_t> lifted_removed_;  // removed while lifted: still lifted until lower()
 };
 
 }  // namespace backend
