@@ -75,8 +75,10 @@ std::optional<uint64_t> insn_before(BlockCache& cache, uint64_t block_start, uin
     if (next == pc) return at;
     if (next > pc) return std::nullopt;
     // A branch inside [block_start, pc) means pc is not in this straight-line block... unless
-    // it is a not-taken conditional branch; we cannot tell, so only plain instructions pass.
-    if (insn->second && insn->second->kind != FlowKind::CondJump && insn->second->kind != FlowKind::Loop)
+    // it is a not-taken conditional branch or a syscall that fell through (the patch source
+    // runs those in place); we cannot tell, so only plain instructions pass.
+    if (insn->second && insn->second->kind != FlowKind::CondJump && insn->second->kind != FlowKind::Loop &&
+        insn->second->kind != FlowKind::Syscall)
       return std::nullopt;
     at = next;
   }

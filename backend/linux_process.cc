@@ -470,9 +470,11 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
                 (t.in<run::Normal>() && t.action.kind == ResumeKind::Step) || (sb && watch_stepping());
   if (single && stepper_.traced(t.tid) && !t.overlaid()) {
     // A client step of a traced thread: remember where it was to record a branch it takes.
-    t.cursor.step_from = get_pc(t.tid);
+    // From a syscall's entry stop a step only finishes the syscall: nothing to record.
+    uint64_t pc = get_pc(t.tid);
+    t.cursor.step_from = t.in_syscall ? 0 : pc;
     t.cursor.step_into_handler = signo != 0 && signal_is_caught(pid_, signo);
-    if (t.cursor.step_into_handler) t.cursor.signal_from = stepper_.insn_before_pc(t, t.cursor.step_from).value_or(0);
+    if (t.cursor.step_into_handler) t.cursor.signal_from = stepper_.insn_before_pc(t, pc).value_or(0);
   }
   bool run_ahead = false;
   if (watch_stepping() && !block) {

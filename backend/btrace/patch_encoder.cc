@@ -44,21 +44,6 @@ void put64(std::vector<uint8_t>& out, uint64_t v) {
 }
 void emit(std::vector<uint8_t>& out, std::initializer_list<uint8_t> bytes) { out.insert(out.end(), bytes); }
 
-class Csh {
- public:
-  Csh() {
-    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h_) != CS_ERR_OK) h_ = 0;
-    else cs_option(h_, CS_OPT_DETAIL, CS_OPT_ON);
-  }
-  ~Csh() {
-    if (h_) cs_close(&h_);
-  }
-  csh get() const { return h_; }
-
- private:
-  csh h_ = 0;
-};
-
 bool is_flow_id(unsigned id) {
   switch (id) {
     case X86_INS_JMP: case X86_INS_CALL: case X86_INS_RET: case X86_INS_RETF: case X86_INS_RETFQ:
@@ -142,18 +127,79 @@ bool jmp_to(Stub& s, uint64_t stub_addr, uint64_t target) {
   return true;
 }
 
+bool is_rax(unsigned r) {
+  return r == X86_REG_RAX || r == X86_REG_EAX || r == X86_REG_AX || r == X86_REG_AL || r == X86_REG_AH;
+}
+
+// Fills in.writes_rax / in.rax_known (see Insn).
+void rax_effect(csh h, const cs_insn* ci, Insn& in) {
+  const cs_x86& x = ci->detail->x86;
+  bool to_eax = x.op_count == 2 && x.operands[0].type == X86_OP_REG &&
+                (x.operands[0].reg == X86_REG_EAX || x.operands[0].reg == X86_REG_RAX);
+  if (to_eax && ci->id == X86_INS_MOV && x.operands[1].type == X86_OP_IMM) {
+    in.writes_rax = true;
+    auto imm = static_cast<uint64_t>(x.operands[1].imm);
+    in.rax_known = x.operands[0].reg == X86_REG_EAX ? imm & 0xffffffffu : imm;
+    return;
+  }
+  if (to_eax && (ci->id == X86_INS_XOR || ci->id == X86_INS_SUB) && x.operands[1].type == X86_OP_REG &&
+      x.operands[1].reg == x.operands[0].reg) {
+    in.writes_rax = true;
+    in.rax_known = 0;
+    return;
+  }
+  cs_regs read, written;
+  uint8_t nread = 0, nwritten = 0;
+  if (cs_regs_access(h, ci, read, &nread, written, &nwritten) != CS_ERR_OK) {
+    in.writes_rax = true;  // cannot tell: assume it does
+    return;
+  }
+  for (uint8_t i = 0; i < nwritten; ++i)
+    if (is_rax(written[i])) in.writes_rax = true;
+}
+
 }  // namespace
 
+std::optional<uint64_t> syscall_number(std::span<const Insn> insns) {
+  if (insns.empty() || insns.back().len != 2 || insns.back().bytes[0] != 0x0f || insns.back().bytes[1] != 0x05)
+    return std::nullopt;
+  for (size_t i = insns.size() - 1; i-- > 0;) {
+    const Insn& in = insns[i];
+    if (in.flow) return std::nullopt;  // not the block it ends
+    if (in.rax_known) return in.rax_known;
+    if (in.writes_rax) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Disassembler::Disassembler() {
+  csh h = 0;
+  if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) return;
+  cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+  handle_ = h;
+}
+
+Disassembler::~Disassembler() {
+  if (!handle_) return;
+  csh h = handle_;
+  cs_close(&h);
+}
+
 Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t addr) {
-  Csh h;
-  if (!h.get()) return Error{ENOSYS, "The capstone disassembler could not be opened."};
-  cs_insn* ci = cs_malloc(h.get());
+  Disassembler dis;
+  return decode_all(dis, code, addr);
+}
+
+Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const uint8_t> code, uint64_t addr) {
+  if (!dis.handle()) return Error{ENOSYS, "The capstone disassembler could not be opened."};
+  csh h = dis.handle();
+  cs_insn* ci = cs_malloc(h);
   std::vector<Insn> out;
   const uint8_t* p = code.data();
   size_t size = code.size();
   uint64_t a = addr;
   while (size > 0) {
-    if (!cs_disasm_iter(h.get(), &p, &size, &a, ci)) {
+    if (!cs_disasm_iter(h, &p, &size, &a, ci)) {
       // What capstone 4 lacks (AVX-512 mask/compare forms, rdpkru) is never control flow: its
       // length and [rip+disp32] offset are enough to displace it.
       auto ext = extended_insn_length(std::span<const uint8_t>(p, size));
@@ -164,6 +210,7 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
       std::memcpy(in.bytes, p, ext->len);
       in.rip_relative = ext->rip_relative;
       in.disp_offset = ext->disp_offset;
+      in.writes_rax = true;  // rdpkru does; the rest is not looked at closely
       out.push_back(in);
       p += ext->len;
       size -= ext->len;
@@ -177,6 +224,7 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
     in.flow = is_flow_id(ci->id);
     const cs_x86& x = ci->detail->x86;
     in.operand_size_16 = x.prefix[2] == 0x66;
+    rax_effect(h, ci, in);
     for (uint8_t i = 0; i < x.op_count; ++i) {
       const cs_x86_op& op = x.operands[i];
       // [rip+disp] always has a disp32 in 64-bit mode. capstone 4 reports disp_size 2 when

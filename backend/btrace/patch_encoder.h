@@ -56,15 +56,39 @@ struct Insn {
   bool flow = false;          // ends a block (jump, call, ret, syscall, trap...)
   std::optional<Operand> operand;  // indirect jmp/call: its single operand
   bool operand_size_16 = false;    // 66 prefix (16-bit branch forms are not patched)
+  // What it does to rax: `mov $imm, %eax/%rax` or `xor %eax,%eax` leave a known value
+  // (rax_known); any other write (explicit or implicit) makes rax unknown (writes_rax).
+  bool writes_rax = false;
+  std::optional<uint64_t> rax_known;
+};
+
+// A capstone handle (detail on) kept across decodes: opening one builds capstone's tables
+// anew, which costs more than decoding a block.
+class Disassembler {
+ public:
+  Disassembler();
+  ~Disassembler();
+  Disassembler(const Disassembler&) = delete;
+  Disassembler& operator=(const Disassembler&) = delete;
+  size_t handle() const { return handle_; }
+
+ private:
+  size_t handle_ = 0;  // capstone's csh
 };
 
 // Decodes every instruction in `code` (at address addr) with capstone (and extended_insn_length
 // for what capstone 4 lacks); stops at the first undecodable byte. An error only if capstone cannot be opened.
-Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t addr);
+Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const uint8_t> code, uint64_t addr);
+Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t addr);  // a handle of its own
 
 // The bytes of `in` moved to new_addr (a [rip+disp32] operand re-targeted); nullopt when the
 // displacement no longer fits in 32 bits, or the instruction is a relative branch (never moved).
 std::optional<std::vector<uint8_t>> relocate(const Insn& in, uint64_t new_addr);
+
+// The system call number of a block ending in `syscall` (the last instruction of insns), when
+// the block itself sets rax to a constant before it (glibc's wrappers: `mov $N,%eax` or
+// `xor %eax,%eax`); nullopt when rax comes from elsewhere.
+std::optional<uint64_t> syscall_number(std::span<const Insn> insns);
 
 // e9 rel32 from `from` to `to`; nullopt if out of range.
 std::optional<std::vector<uint8_t>> jmp_rel32(uint64_t from, uint64_t to);

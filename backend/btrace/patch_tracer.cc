@@ -312,6 +312,14 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     visited_.insert(b);
     fresh.push_back(b);
     const FlowInsn& f = block->end;
+    uint64_t next = f.addr + f.len;
+    auto edge = [&](uint64_t to) { work.emplace_back(to, depth + 1); };
+    if (f.kind == FlowKind::Syscall && syscall_runs_free(b, f)) {
+      // No site: the syscall runs where it is and falls through into the next block, which
+      // must be instrumented now, however deep (no stub exit leads there to hold a trap).
+      work.emplace_back(next, depth);
+      continue;
+    }
     Site& s = sites_[f.addr];
     if (s.planned && s.patchable && b > s.latest_start && b <= s.begin) {
       s.latest_start = b;  // a start before the patched bytes: the same patch
@@ -322,8 +330,6 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
       s.planned = false;
       dirty.push_back(f.addr);
     }
-    uint64_t next = f.addr + f.len;
-    auto edge = [&](uint64_t to) { work.emplace_back(to, depth + 1); };
     switch (f.kind) {
       case FlowKind::CondJump:
       case FlowKind::Loop:
@@ -374,6 +380,30 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // finds a target there jumps to it.
   for (uint64_t b : fresh) table_insert(b);
   relink_now_ = true;
+}
+
+// A system call whose number the block sets (glibc's wrappers) runs in place, unstopped: it is
+// not a branch in the history (the engine records one only when the pc moves: rt_sigreturn, or a
+// handler entered at its exit, which a signal stop sees anyway). Calls that move the pc or make a
+// ptrace event (clone, fork, exec, exit) keep their int3 for the engine, as does a call whose
+// number comes from elsewhere (syscall(2)). Caught syscalls still stop: the thread runs free
+// under PTRACE_SYSCALL then, in the original code.
+bool PatchTracer::syscall_runs_free(uint64_t block_start, const FlowInsn& f) {
+  uint64_t next = f.addr + f.len;
+  if (f.len != 2 || next - block_start > 4096 || !region_of(next) || !code_.block_at(next)) return false;
+  std::vector<uint8_t> bytes(next - block_start);
+  if (code_.reader()(block_start, bytes) != bytes.size()) return false;
+  auto insns = patch::decode_all(dis_, bytes, block_start);
+  if (!insns || insns->empty() || insns->back().addr != f.addr) return false;
+  auto nr = patch::syscall_number(*insns);
+  if (!nr) return false;
+  switch (*nr) {
+    case SYS_rt_sigreturn: case SYS_clone: case SYS_fork: case SYS_vfork: case SYS_execve: case SYS_exit:
+    case SYS_exit_group: case SYS_execveat: case SYS_clone3:
+      return false;
+    default:
+      return true;
+  }
 }
 
 // Direct exits of a stub about to be written at base: to a translation where the target has
@@ -483,7 +513,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   auto [target, dynamic] = *exit;
   std::vector<uint8_t> bytes(next - start);
   if (code_.reader()(start, bytes) != bytes.size()) return;
-  auto insns = patch::decode_all(bytes, start);
+  auto insns = patch::decode_all(dis_, bytes, start);
   if (!insns || insns->empty() || insns->back().addr != f.addr || insns->back().len != f.len) return;
   if (dynamic && !patch::dynamic_supported(insns->back(), f.kind)) return;
   Region* r = region_of(start);
@@ -576,7 +606,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   if (got != bytes.size()) return;
   // Decode the tail of the block: back off far enough to cover 5 bytes before the end, but
   // from an instruction boundary, i.e. from the block start (kept short for long blocks).
-  auto insns = patch::decode_all(bytes, from);
+  auto insns = patch::decode_all(dis_, bytes, from);
   if (!insns || insns->empty() || insns->back().addr != f.addr || insns->back().len != f.len) return;
   if ((f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall) &&
       !patch::dynamic_supported(insns->back(), f.kind))

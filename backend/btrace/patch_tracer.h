@@ -168,6 +168,7 @@ class PatchTracer {
   Result<void> map_code_area(pid_t tid, Region& r);
   void instrument(pid_t tid, uint64_t pc);
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+  bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
   void install(Site& s, bool int3_only = false);
   void uninstall(Site& s, bool fenced = false);
   void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
@@ -197,6 +198,7 @@ class PatchTracer {
   BlockCache& code_;
   std::unique_ptr<TraceManager>& tracer_;
   std::function<bool(uint64_t)> hw_break_at_;
+  patch::Disassembler dis_;
   pid_t pid_ = 0;
   bool ready_ = false;
   bool installed_ = false;

@@ -160,6 +160,29 @@ TEST_CASE("displacement covers five bytes from the end, never before the block s
   CHECK(choose_displacement(*ret, 0x100) == std::nullopt);
 }
 
+TEST_CASE("syscall numbers set in the block are known; anything else writing rax is not", "[patch]") {
+  auto number = [](std::vector<uint8_t> bytes) {
+    auto insns = decode_all(bytes, 0x100);
+    REQUIRE(insns);
+    return syscall_number(*insns);
+  };
+  // mov $1,%eax; mov %rbx,%rdi; syscall (glibc's write)
+  CHECK(number({0xb8, 0x01, 0, 0, 0, 0x48, 0x89, 0xdf, 0x0f, 0x05}) == std::optional<uint64_t>(1));
+  // xor %eax,%eax; syscall (read)
+  CHECK(number({0x31, 0xc0, 0x0f, 0x05}) == std::optional<uint64_t>(0));
+  // mov $0xf,%rax; syscall (__restore_rt: rt_sigreturn)
+  CHECK(number({0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05}) == std::optional<uint64_t>(15));
+  // mov %rdi,%rax; syscall (the syscall() function): unknown
+  CHECK(number({0x48, 0x89, 0xf8, 0x0f, 0x05}) == std::nullopt);
+  // mov $1,%eax; cpuid (writes eax implicitly); syscall: unknown
+  CHECK(number({0xb8, 0x01, 0, 0, 0, 0x0f, 0xa2, 0x0f, 0x05}) == std::nullopt);
+  // mov $1,%eax; mov %dl,%al (a partial write); syscall: unknown
+  CHECK(number({0xb8, 0x01, 0, 0, 0, 0x88, 0xd0, 0x0f, 0x05}) == std::nullopt);
+  // nothing sets rax in the block; the block does not end in syscall
+  CHECK(number({0x48, 0x89, 0xdf, 0x0f, 0x05}) == std::nullopt);
+  CHECK(number({0xb8, 0x01, 0, 0, 0, 0xc3}) == std::nullopt);
+}
+
 TEST_CASE("dynamic stubs only for operands they can compute", "[patch]") {
   CHECK(dynamic_supported(decode_one({0xc3}, 0x10), FlowKind::Return));
   CHECK(dynamic_supported(decode_one({0xc2, 0x08, 0x00}, 0x10), FlowKind::Return));
