@@ -482,7 +482,12 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       put32(c, spec.table_mask);
       emit(c, {0xeb, static_cast<uint8_t>(static_cast<int8_t>(static_cast<int64_t>(probe) - static_cast<int64_t>(c.size() + 2)))});
       c[je_hit] = static_cast<uint8_t>(c.size() - (je_hit + 1));
-      // hit: append {id|dynamic, target}; the target (the farther store) first, so a full ring
+      // hit: where the target's code runs (the target, or the translation of its block) goes
+      // to gs:[8], the thread's own scratch word beside its ring head.
+      emit(c, {0x48, 0x8b, 0x94, 0xc2});  // mov rdx,[rdx+rax*8+slots*8]
+      put32(c, (spec.table_mask + 1) * 8);
+      emit(c, {0x65, 0x48, 0x89, 0x14, 0x25, 8, 0, 0, 0});  // mov gs:[8],rdx
+      // Then append {id|dynamic, target}; the target (the farther store) first, so a full ring
       // faults before anything of the entry is written.
       load_head(c);
       s.ring_stores.push_back(static_cast<uint32_t>(c.size()));
@@ -493,11 +498,13 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       store_head(c);
       restore_heavy(c);
       if (spec.kind == FlowKind::Return) {
-        c.insert(c.end(), f.bytes, f.bytes + f.len);  // ret / ret imm16, as it was
-      } else {
-        if (spec.kind == FlowKind::IndirectCall) push_return(c, f);
-        if (!emit_modrm(c, stub_addr + c.size(), 0xff, 4, *f.operand, false)) return Error{ERANGE, "operand out of range"};
+        uint32_t imm = (f.len >= 3 && f.bytes[f.len - 3] == 0xc2) ? (f.bytes[f.len - 2] | f.bytes[f.len - 1] << 8) : 0;
+        emit(c, {0x48, 0x8d, 0xa4, 0x24});  // lea rsp,[rsp+8+imm16]
+        put32(c, 8 + imm);
+      } else if (spec.kind == FlowKind::IndirectCall) {
+        push_return(c, f);
       }
+      emit(c, {0x65, 0xff, 0x24, 0x25, 8, 0, 0, 0});  // jmp gs:[8]
       if (c.size() - (je_miss + 1) > 127) return Error{ERANGE, "stub too long"};
       c[je_miss] = static_cast<uint8_t>(c.size() - (je_miss + 1));
       // miss: a target not known to be instrumented; the server takes over at the original

@@ -6,7 +6,7 @@
 // bytes down first; a call's stub only below the return address slot), appends the branch to the ring in the inferior and then does what the
 // original control-flow instruction does. Each thread has a ring of its own: the stub finds its
 // head (a u64 pointer to the next free entry) at gs:[0], the server setting every thread's gs
-// base to its ring's head word. Ring entries: a 32-bit word, the edge id (an index
+// base to its ring's head word; gs:[8] is the thread's scratch word (a table hit's destination). Ring entries: a 32-bit word, the edge id (an index
 // into the server's table of (from, to) edges); bit 31 set means a 64-bit target follows (ret
 // and indirect branches). The ring ends at a PROT_NONE guard page: a full ring faults on the
 // entry's first store, the server drains it and restarts that instruction, so nothing is lost.
@@ -112,7 +112,9 @@ struct StubSpec {
   uint64_t target = 0;             // direct kinds
   uint32_t edge_id = 0;
   bool record = true;              // false: a branch to the next instruction (not a branch in a trace)
-  uint64_t table_addr = 0;         // dynamic kinds: the hash table of instrumented targets
+  // Dynamic kinds: the hash table of instrumented targets, mask+1 u64 slots, followed by as
+  // many u64 destinations (where a hit goes: the target or the translation of its block).
+  uint64_t table_addr = 0;
   uint32_t table_mask = 0;
 };
 

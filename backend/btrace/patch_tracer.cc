@@ -108,11 +108,12 @@ bool PatchTracer::sync_regions() {
 Result<void> PatchTracer::setup(pid_t tid) {
   if (!sync_regions()) return Error{EIO, "cannot read the process's memory map"};
   if (regions_.empty()) return Error{ENOENT, "no executable mapping of a file"};
-  // The data area: the table (stubs address it absolutely), then one page of code, the scratch
-  // `syscall` of later injections; anywhere. Rings are mapped per thread (ring_for).
+  // The data area: the table (stubs address it absolutely: its targets, then where each leads),
+  // then one page of code, the scratch `syscall` of later injections; anywhere. Rings are
+  // mapped per thread (ring_for).
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
   ring_bytes_ = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
-  data_size_ = table_bytes + kPage;
+  data_size_ = 2 * table_bytes + kPage;
   // A hint well below every module (not where the next library would go); only a hint.
   uint64_t lowest = UINT64_MAX;
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
@@ -125,7 +126,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   data_ = static_cast<uint64_t>(*r);
   table_addr_ = data_;
   table_mask_ = kTableSlots - 1;
-  scratch_ = data_ + table_bytes;
+  scratch_ = data_ + 2 * table_bytes;
   auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {scratch_, kPage, PROT_READ | PROT_EXEC, 0, 0, 0});
   if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
   table_.assign(kTableSlots, 0);
@@ -286,11 +287,25 @@ void PatchTracer::table_insert(uint64_t target) {
     if (table_[i] != 0) continue;
     table_[i] = target;
     ++table_used_;
+    table_set_destination(i, destination(target));  // first: a stub reads it once it finds the target
     uint8_t bytes[8];
     std::memcpy(bytes, &target, 8);
     (void)mem_.write(table_addr_ + uint64_t{i} * 8, bytes);
     return;
   }
+}
+
+void PatchTracer::table_set_destination(uint32_t slot, uint64_t dest) {
+  uint8_t bytes[8];
+  std::memcpy(bytes, &dest, 8);
+  (void)mem_.write(table_addr_ + uint64_t{kTableSlots} * 8 + uint64_t{slot} * 8, bytes);
+}
+
+// A translation was made for target: a table hit on it goes there from now on.
+void PatchTracer::table_redirect(uint64_t target) {
+  if (!ready_ || target == 0) return;
+  for (uint32_t i = patch::hash_slot(target, table_mask_); table_[i] != 0; i = (i + 1) & table_mask_)
+    if (table_[i] == target) return table_set_destination(i, destination(target));
 }
 
 // Every block reachable from pc through direct edges inside the region gets its end planned
@@ -462,6 +477,7 @@ void PatchTracer::relink(uint64_t start) {
     return;
   }
   uint64_t to = destination(start);
+  if (to != start) table_redirect(start);  // a translation: table hits go there too
   for (auto [it, last] = exits_.equal_range(start); it != last; ++it) {
     auto [base, off] = it->second;
     auto rel = static_cast<int64_t>(to) - static_cast<int64_t>(base + off + 4);

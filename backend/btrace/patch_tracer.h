@@ -174,6 +174,8 @@ class PatchTracer {
   void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
   bool install_all(pid_t self);
   void table_insert(uint64_t target);
+  void table_set_destination(uint32_t slot, uint64_t dest);
+  void table_redirect(uint64_t target);
   size_t drain(pid_t tid, Ring& r, LinuxThread* t);
   void normalize(pid_t tid, Ring& r);
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;

@@ -227,13 +227,16 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   std::memcpy(p, tramp, sizeof tramp);
   std::memcpy(p + 0x40, f, sizeof f);
   uint64_t L = P + 0x42, jnz_block_end = P + 0x4b, ret_block = P + 0x4b;
-  // data: head, ring, table (16 slots) holding tramp's return address
+  // data: head, ring, table (16 slots, then their 16 destinations) holding tramp's return
+  // address, which leads to itself
   std::vector<uint64_t> data(1024, 0);
   uint64_t head_addr = reinterpret_cast<uint64_t>(&data[0]);
   uint64_t ring = reinterpret_cast<uint64_t>(&data[8]);
   uint64_t table = reinterpret_cast<uint64_t>(&data[512]);
   data[0] = ring;
-  data[512 + hash_slot(P + 5, 15)] = P + 5;
+  const size_t slot = hash_slot(P + 5, 15);
+  data[512 + slot] = P + 5;
+  data[512 + 16 + slot] = P + 5;
 
   auto loop_insns = decode_all(std::span<const uint8_t>(p + 0x42, jnz_block_end - L), L);
   REQUIRE(loop_insns);
@@ -293,6 +296,16 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   data[0] = ring;
   CHECK(fn(1) == 3);
   CHECK(data[0] == ring + 12);  // jnz never taken; the return recorded
+  // a table hit goes to the target's destination (a translation: here `add rax,100; ret`)
+  const uint8_t translation[] = {0x48, 0x83, 0xc0, 0x64, 0xc3};
+  std::memcpy(p + 0x60, translation, sizeof translation);
+  data[512 + 16 + slot] = P + 0x60;
+  data[0] = ring;
+  CHECK(fn(1) == 103);
+  CHECK(data[0] == ring + 12);  // recorded as the return to tramp all the same
+  std::memcpy(&target, words + 4, 8);
+  CHECK(target == P + 5);
+  data[512 + 16 + slot] = P + 5;
   // the inline cache filled with the return address: a 4-byte entry, the cached edge's id
   REQUIRE(s2->cache);
   uint64_t cache_at = P + 0x2000 + *s2->cache;
