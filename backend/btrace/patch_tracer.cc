@@ -131,6 +131,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
+  writes_.add_area(table_addr_, table_addr_ + 2 * table_bytes);
   ready_ = true;
   return {};
 }
@@ -163,6 +164,7 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   r.code_begin = r.code_next = *at;
   r.code_end = *at + size;
   code_areas_.emplace_back(*at, *at + size);
+  writes_.add_area(*at, *at + size);
   return {};
 }
 
@@ -229,6 +231,7 @@ bool PatchTracer::others_traced(pid_t self) const {
 }
 
 bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop) {
+  WriteBatch batch(*this);
   if (!disabled_.empty()) return false;
   if (auto it = rings_.find(t.tid); it != rings_.end() && it->second.last) {
     t.cursor.block_start = it->second.last->to;
@@ -290,15 +293,39 @@ void PatchTracer::table_insert(uint64_t target) {
     table_set_destination(i, destination(target));  // first: a stub reads it once it finds the target
     uint8_t bytes[8];
     std::memcpy(bytes, &target, 8);
-    (void)mem_.write(table_addr_ + uint64_t{i} * 8, bytes);
+    area_write(table_addr_ + uint64_t{i} * 8, bytes);
     return;
   }
+}
+
+// Stub areas and the table: into the copy, and to the program now or at the next flush.
+bool PatchTracer::area_write(uint64_t addr, std::span<const uint8_t> bytes) {
+  if (writes_.write(mem_, addr, bytes, !batching_)) return true;
+  auto w = mem_.write(addr, bytes);
+  return w && *w == bytes.size();
+}
+
+bool PatchTracer::flush_writes() {
+  if (!writes_.pending()) return true;
+  if (writes_.flush(mem_)) return true;
+  disable("cannot write the stub areas in the program", nullptr);
+  return false;
+}
+
+PatchTracer::WriteBatch::WriteBatch(PatchTracer& p) : p_(p), was_(p.batching_) {
+  // Gathered only while no other thread can run the code being built.
+  p_.batching_ = p_.rings_.size() <= 1;
+}
+
+PatchTracer::WriteBatch::~WriteBatch() {
+  (void)p_.flush_writes();
+  p_.batching_ = was_;
 }
 
 void PatchTracer::table_set_destination(uint32_t slot, uint64_t dest) {
   uint8_t bytes[8];
   std::memcpy(bytes, &dest, 8);
-  (void)mem_.write(table_addr_ + uint64_t{kTableSlots} * 8 + uint64_t{slot} * 8, bytes);
+  area_write(table_addr_ + uint64_t{kTableSlots} * 8 + uint64_t{slot} * 8, bytes);
 }
 
 // A translation was made for target: a table hit on it goes there from now on.
@@ -367,18 +394,20 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // Other threads running: a patch over code no thread can be running (a fresh site, every
   // other thread traced) goes in; a patch that moves comes out fenced and leaves an int3 (the
   // patch comes at the next free run that starts with every thread stopped).
+  // Every stub first (gathered into a few writes), then the patches that lead to them.
   std::optional<bool> running, traced_all;
-  for (uint64_t a : dirty) {
-    Site& s = sites_[a];
+  std::vector<bool> int3_only(dirty.size());
+  for (size_t i = 0; i < dirty.size(); ++i) {
+    Site& s = sites_[dirty[i]];
     bool was_patch = s.installed == Installed::Patch;
     if (concurrent_ && !running) running = !all_stopped();
     bool others = concurrent_ && *running;
     if (others && !was_patch && !traced_all) traced_all = others_traced(tid);
-    bool int3_only = others && (was_patch || !*traced_all);
+    int3_only[i] = others && (was_patch || !*traced_all);
     if (was_patch && others) uninstall(s, true);
-    plan_site(tid, a, s);
-    install(s, int3_only);
+    plan_site(tid, dirty[i], s);
   }
+  for (size_t i = 0; i < dirty.size(); ++i) install(sites_[dirty[i]], int3_only[i]);
   // Exits that led to a frontier trap (or the original) now lead to the block, or its
   // translation. Rewriting a live stub's rel32 while another thread may run it could tear:
   // then that waits for the next free run that starts with every thread stopped.
@@ -458,7 +487,7 @@ std::optional<uint64_t> PatchTracer::frontier_trap(uint64_t near, uint64_t targe
   if (!r || r->code_next + 16 > r->code_end) return std::nullopt;
   uint64_t at = r->code_next;
   const uint8_t int3 = 0xcc;
-  if (auto w = mem_.write(at, std::span<const uint8_t>(&int3, 1)); !w || *w != 1) return std::nullopt;
+  if (!area_write(at, std::span<const uint8_t>(&int3, 1))) return std::nullopt;
   r->code_next += 16;
   StubInfo info;
   info.flow = target;
@@ -484,7 +513,7 @@ void PatchTracer::relink(uint64_t start) {
     if (rel != static_cast<int32_t>(rel)) rel = static_cast<int64_t>(start) - static_cast<int64_t>(base + off + 4);
     if (rel != static_cast<int32_t>(rel)) continue;  // stays on its trap
     auto r32 = static_cast<int32_t>(rel);
-    (void)mem_.write(base + off, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&r32), 4));
+    area_write(base + off, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&r32), 4));
   }
 }
 
@@ -562,7 +591,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   // so that nothing linked to it is ever overwritten.
   r->code_next += (code.size() + 15) & ~size_t{15};
   if (!link_exits(gate, code, stub->exits)) return;
-  if (auto w = mem_.write(gate, code); !w || *w != code.size()) return;
+  if (!area_write(gate, code)) return;
   edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? gate : 0});
   stub->exact.insert(stub->exact.begin(), {0u, start});
   stubs_[gate] = StubInfo{f.addr, static_cast<uint32_t>(code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
@@ -576,7 +605,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
     auto s = stubs_.find(it->second);
     if (s == stubs_.end() || !s->second.cache || s->second.cached != start) continue;  // moved on since
     uint64_t dest = gate;
-    (void)mem_.write(s->first + *s->second.cache + 16, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&dest), 8));
+    area_write(s->first + *s->second.cache + 16, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&dest), 8));
   }
 }
 
@@ -597,7 +626,7 @@ void PatchTracer::set_gate(uint64_t start, bool open) {
     if (!j) return;
     gate = *j;
   }
-  if (auto w = mem_.write(it->second.gate, gate); w && *w == gate.size()) it->second.open = open;
+  if (area_write(it->second.gate, gate)) it->second.open = open;
 }
 
 // Before each free run: client breakpoints may have come or gone since the last one.
@@ -653,7 +682,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   // so that nothing linked to it is ever overwritten.
   r->code_next += (stub->code.size() + 15) & ~size_t{15};
   if (!link_exits(at, stub->code, stub->exits)) return;
-  if (auto w = mem_.write(at, stub->code); !w || *w != stub->code.size()) return;
+  if (!area_write(at, stub->code)) return;
   bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
   edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? at : 0});
   StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
@@ -669,6 +698,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
 
 void PatchTracer::install(Site& s, bool int3_only) {
   if (!installed_ || !s.planned || s.installed != Installed::None) return;
+  if (!flush_writes()) return;  // the stub a patch leads to is in the program first
   auto flow = s.block.end.addr;
   bool conflict = int3_only;
   if (s.patchable)
@@ -749,6 +779,7 @@ void PatchTracer::settle_thread(pid_t tid, Ring& r, LinuxThread* t) {
 }
 
 void PatchTracer::suspend(LinuxThread* t) {
+  WriteBatch batch(*this);
   bool all = true;
   for (auto& [tid, r] : rings_) {
     if (!r.gs_set) continue;
@@ -787,6 +818,7 @@ bool PatchTracer::release(pid_t tid) {
     ok = ok && r && *r == 0;
   }
   code_areas_.clear();
+  writes_ = patch::AreaWrites{};
   rings_.clear();
   spare_.clear();
   for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
@@ -811,6 +843,7 @@ std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
 }
 
 void PatchTracer::thread_created(pid_t child, bool non_stop) {
+  WriteBatch batch(*this);
   if (!disabled_.empty() || !ready_) return;
   if (non_stop) {
     disable("more than one thread in non-stop mode (block patching handles threads in all-stop mode)", nullptr);
@@ -830,6 +863,7 @@ void PatchTracer::thread_created(pid_t child, bool non_stop) {
 }
 
 void PatchTracer::untraced_run(LinuxThread& t) {
+  WriteBatch batch(*this);
   if (!installed_) return;
   Ring* r = ring_for(t.tid);
   if (r && (r->gs_set || set_gs(t.tid, *r, true))) return;
@@ -837,6 +871,7 @@ void PatchTracer::untraced_run(LinuxThread& t) {
 }
 
 void PatchTracer::thread_exited(pid_t tid) {
+  WriteBatch batch(*this);
   auto it = rings_.find(tid);
   if (it == rings_.end()) return;
   spare_.push_back(it->second);
@@ -930,7 +965,7 @@ void PatchTracer::update_caches() {
     std::memcpy(slot, &target, 8);
     std::memcpy(slot + 8, &e->second, 4);
     std::memcpy(slot + 16, &dest, 8);
-    if (auto w = mem_.write(base + *info.cache, slot); w && *w == sizeof slot) {
+    if (area_write(base + *info.cache, slot)) {
       info.cached = target;
       cached_by_target_.emplace(target, base);
     }
@@ -945,7 +980,7 @@ void PatchTracer::clear_caches() {
   uint8_t zeros[patch::kCacheBytes] = {};
   for (auto& [base, info] : stubs_)
     if (info.cache && info.cached) {
-      (void)mem_.write(base + *info.cache, zeros);
+      area_write(base + *info.cache, zeros);
       info.cached = 0;
     }
 }
@@ -1000,6 +1035,7 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
 }
 
 PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
+  WriteBatch batch(*this);
   // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
   // mmap injected there would step the thread out of that call (into its next event, unseen)
   // and put the stale rax back. The next run from such a stop goes without patches.
@@ -1103,6 +1139,7 @@ void PatchTracer::unshadow(uint64_t addr, std::span<uint8_t> buf) const {
 }
 
 void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
+  WriteBatch batch(*this);
   bool touches = false;
   for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
   if (!touches) return;
@@ -1122,7 +1159,7 @@ void PatchTracer::forget_plans() {
   clear_caches();
   if (ready_) {
     std::vector<uint8_t> zeros(table_.size() * 8, 0);
-    (void)mem_.write(table_addr_, zeros);
+    area_write(table_addr_, zeros);
     std::fill(table_.begin(), table_.end(), 0);
     table_used_ = 0;
   }

@@ -44,6 +44,7 @@
 
 #include "backend/breakpoints.h"
 #include "backend/btrace/patch_encoder.h"
+#include "backend/btrace/patch_writes.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/decoder.h"
 #include "backend/linux_thread.h"
@@ -173,6 +174,21 @@ class PatchTracer {
   void uninstall(Site& s, bool fenced = false);
   void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
   bool install_all(pid_t self);
+  // Writes into the stub areas and the table are gathered while a WriteBatch lives (in every
+  // public entry point) and sent when it ends, or before a patch that leads to them goes in.
+  class WriteBatch {
+   public:
+    explicit WriteBatch(PatchTracer& p);
+    ~WriteBatch();
+    WriteBatch(const WriteBatch&) = delete;
+    WriteBatch& operator=(const WriteBatch&) = delete;
+
+   private:
+    PatchTracer& p_;
+    bool was_;
+  };
+  bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
+  bool flush_writes();
   void table_insert(uint64_t target);
   void table_set_destination(uint32_t slot, uint64_t dest);
   void table_redirect(uint64_t target);
@@ -201,6 +217,8 @@ class PatchTracer {
   std::unique_ptr<TraceManager>& tracer_;
   std::function<bool(uint64_t)> hw_break_at_;
   patch::Disassembler dis_;
+  patch::AreaWrites writes_;
+  bool batching_ = false;
   pid_t pid_ = 0;
   bool ready_ = false;
   bool installed_ = false;

@@ -14,6 +14,8 @@
 
 #include "backend/btrace/patch_encoder.h"
 #include "backend/btrace/patch_inject.h"
+#include "backend/btrace/patch_writes.h"
+#include "backend/memory.h"
 
 using namespace backend;
 using namespace backend::patch;
@@ -376,4 +378,43 @@ TEST_CASE("stubs find the ring head through gs, never at a fixed address", "[pat
   ret.table_addr = 0x700000;
   ret.table_mask = 15;
   check(ret, 2);  // the inline-cache hit and the table hit
+}
+
+TEST_CASE("area writes: kept in a copy, sent at flush in merged ranges, dropped with their area", "[patch]") {
+  // this process's own memory stands for the program's (written through /proc/self/mem)
+  std::vector<uint8_t> area(8192, 0);
+  ProcMemory mem(::getpid());
+  const uint64_t A = reinterpret_cast<uint64_t>(area.data());
+  AreaWrites w;
+  w.add_area(A, A + area.size());
+  const uint8_t stub[] = {1, 2, 3, 4};
+  const uint8_t far[] = {9};
+  CHECK(w.write(mem, A + 16, stub, false));
+  CHECK(w.write(mem, A + 100, stub, false));  // close to the first: one range
+  CHECK(w.write(mem, A + 6000, far, false));
+  CHECK(!w.write(mem, A + 8190, stub, false));  // crosses the area's end: the caller's
+  CHECK(!w.write(mem, A - 4, stub, false));
+  CHECK(w.pending());
+  CHECK(area[16] == 0);  // nothing in memory yet
+  REQUIRE(w.flush(mem));
+  CHECK(!w.pending());
+  CHECK(area[16] == 1);
+  CHECK(area[19] == 4);
+  CHECK(area[100] == 1);
+  CHECK(area[6000] == 9);
+  CHECK(area[50] == 0);  // the gap came from the copy: still zero
+  // direct: in memory at once, nothing pending; the copy stays exact for later merges
+  CHECK(w.write(mem, A + 40, far, true));
+  CHECK(area[40] == 9);
+  CHECK(!w.pending());
+  CHECK(w.write(mem, A + 30, stub, false));
+  CHECK(w.write(mem, A + 50, stub, false));  // one range [30, 54): byte 40 comes from the copy
+  area[40] = 7;  // (the program never writes there; if it did, a merged flush would undo it)
+  REQUIRE(w.flush(mem));
+  CHECK(area[40] == 9);
+  // an unmapped area: its pending writes go with it
+  CHECK(w.write(mem, A + 200, stub, false));
+  w.remove_area(A);
+  CHECK(!w.pending());
+  CHECK(!w.write(mem, A + 200, stub, false));
 }

@@ -1,0 +1,44 @@
+// Writes into the program's memory that only the block-patching source makes (its stub areas
+// and its table), gathered: each area has a copy here that every write goes to, and flush()
+// sends what changed in a few large writes instead of one per stub, exit, slot and cache.
+//
+// The copies are exact because nothing else writes there: the areas are mapped by the server
+// (zero-filled, like a fresh copy), the program only reads or executes them. Writes outside
+// every area are the caller's to make.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "backend/memory.h"
+
+namespace backend::patch {
+
+class AreaWrites {
+ public:
+  // [begin, end): memory only the server writes, zero-filled now.
+  void add_area(uint64_t begin, uint64_t end);
+  // The area is gone (unmapped): its copy and anything pending in it are dropped.
+  void remove_area(uint64_t begin);
+  // false when [addr, addr+len) is not inside one area. Else the copy holds the bytes and the
+  // range is pending (`direct`: written through to mem now as well, nothing pending).
+  bool write(const ProcMemory& mem, uint64_t addr, std::span<const uint8_t> bytes, bool direct);
+  bool pending() const { return !dirty_.empty(); }
+  // Every pending range written; false when a write failed (the program's areas are not what
+  // the server built: the caller must stop using them).
+  bool flush(const ProcMemory& mem);
+
+ private:
+  struct Area {
+    uint64_t begin = 0, end = 0;
+    std::vector<uint8_t> copy;  // [begin, begin + copy.size()); zeros beyond
+  };
+  Area* area_of(uint64_t addr, uint64_t len);
+
+  std::vector<Area> areas_;
+  std::map<uint64_t, uint64_t> dirty_;  // begin -> end, disjoint, merged when close
+};
+
+}  // namespace backend::patch
