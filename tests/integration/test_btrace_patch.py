@@ -492,3 +492,14 @@ def test_signals_pending_over_lifted_int3s(procs, source):
     out = session(procs, source, prog, [], cmds, timeout=300)
     assert "SIGTRAP" not in out, out[-3000:]
     assert "Breakpoint 2, trace_end" in out and "$1 = 128" in out, out[-3000:]
+
+
+def test_signal_handlers_interrupting_a_blocked_syscall(procs):
+    """SIGALRM's handler interrupts a read() blocked on an empty pipe (its syscall runs in place
+    under the patch source): without SA_RESTART (EINTR, read again) and with it (the kernel
+    restarts the syscall after the handler). The history is the software source's."""
+    prog = inferior("patchsigsyscall")
+    soft, patch = compare(procs, prog, [], ["handle SIGALRM nostop noprint pass"] + REGION +
+                          ["print got", "print eintr"])
+    assert "$1 = 2" in patch and "$2 = 1" in patch, patch[-2000:]
+    assert ring_branches(patch)["ring"] > 0
