@@ -7,6 +7,8 @@
 // every area are the caller's to make.
 #pragma once
 
+#include <array>
+#include <bitset>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -18,8 +20,9 @@ namespace backend::patch {
 
 class AreaWrites {
  public:
-  // [begin, end): memory only the server writes, zero-filled now.
-  void add_area(uint64_t begin, uint64_t end);
+  // [begin, end): memory only the server writes, zero-filled now. `writable`: the program maps
+  // it writable (the table), so that many scattered ranges go in one process_vm_writev.
+  void add_area(uint64_t begin, uint64_t end, bool writable = false);
   // The area is gone (unmapped): its copy and anything pending in it are dropped.
   void remove_area(uint64_t begin);
   // false when [addr, addr+len) is not inside one area. Else the copy holds the bytes and the
@@ -33,12 +36,40 @@ class AreaWrites {
  private:
   struct Area {
     uint64_t begin = 0, end = 0;
+    bool writable = false;
     std::vector<uint8_t> copy;  // [begin, begin + copy.size()); zeros beyond
   };
   Area* area_of(uint64_t addr, uint64_t len);
 
   std::vector<Area> areas_;
   std::map<uint64_t, uint64_t> dirty_;  // begin -> end, disjoint, merged when close
+};
+
+// Patches and the original bytes they replace, written into the program's code, gathered per
+// page while no thread of the program runs: flush() sends each run of adjacent touched pages
+// with one read and one write instead of one write per patch (a free run puts back every patch
+// of the process; a stop takes them all out again). Only for memory that nothing but the
+// server writes meanwhile (the bytes between patches come from the read just before).
+class CodeWrites {
+ public:
+  void write(uint64_t addr, std::span<const uint8_t> bytes);
+  bool pending() const { return !pages_.empty(); }
+  bool overlaps(uint64_t addr, uint64_t len) const;
+  // [lo, hi) was unmapped: nothing pending there is written.
+  void drop(uint64_t lo, uint64_t hi);
+  // Memory as it will be: the pending bytes over buf, read from [addr, addr+buf.size()).
+  void overlay(uint64_t addr, std::span<uint8_t> buf) const;
+  // false when a read or write failed (what was pending is dropped all the same).
+  bool flush(const ProcMemory& mem);
+
+ private:
+  static constexpr uint64_t kPage = 4096;
+  struct Page {
+    std::array<uint8_t, kPage> bytes{};
+    std::bitset<kPage> set;
+    uint64_t lo = kPage, hi = 0;  // [lo, hi): the offsets written
+  };
+  std::map<uint64_t, Page> pages_;
 };
 
 }  // namespace backend::patch

@@ -418,3 +418,82 @@ TEST_CASE("area writes: kept in a copy, sent at flush in merged ranges, dropped 
   CHECK(!w.pending());
   CHECK(!w.write(mem, A + 200, stub, false));
 }
+
+TEST_CASE("area writes: a writable area's scattered ranges go in gathered writes", "[patch]") {
+  // more ranges than one process_vm_writev takes (1024), far enough apart not to merge
+  std::vector<uint8_t> area(3000 * 512, 0);
+  ProcMemory mem(::getpid());
+  const uint64_t A = reinterpret_cast<uint64_t>(area.data());
+  AreaWrites w;
+  w.add_area(A, A + area.size(), true);
+  for (uint64_t i = 0; i < 3000; ++i) {
+    const uint8_t v[] = {static_cast<uint8_t>(i), static_cast<uint8_t>(i >> 8)};
+    CHECK(w.write(mem, A + i * 512 + 7, v, false));
+  }
+  CHECK(area[7] == 0);
+  REQUIRE(w.flush(mem));
+  CHECK(!w.pending());
+  bool all = true;
+  for (uint64_t i = 0; i < 3000; ++i)
+    all = all && area[i * 512 + 7] == static_cast<uint8_t>(i) && area[i * 512 + 8] == static_cast<uint8_t>(i >> 8) &&
+          area[i * 512 + 6] == 0 && area[i * 512 + 9] == 0;
+  CHECK(all);
+}
+
+TEST_CASE("code writes: gathered per page, overlaid on reads, dropped, flushed around what is there", "[patch]") {
+  // three pages of this process's memory stand for code; the middle one is read-only to the
+  // process itself (as code is: /proc/pid/mem writes it all the same)
+  const size_t P = 4096;
+  auto* raw = static_cast<uint8_t*>(::mmap(nullptr, 4 * P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(raw != MAP_FAILED);
+  const uint64_t A = reinterpret_cast<uint64_t>(raw);
+  std::memset(raw, 0x90, 3 * P);
+  REQUIRE(::munmap(raw + 3 * P, P) == 0);  // the page after: unmapped
+  ProcMemory mem(::getpid());
+  CodeWrites w;
+  CHECK(!w.pending());
+  const uint8_t jmp[] = {0xe9, 1, 2, 3, 4};
+  w.write(A + P - 2, jmp);  // across the first page boundary
+  w.write(A + 2 * P + 100, jmp);
+  CHECK(w.pending());
+  CHECK(w.overlaps(A + P - 2, 1));
+  CHECK(w.overlaps(A + P + 2, 1));
+  CHECK(!w.overlaps(A + P + 3, 10));
+  CHECK(w.overlaps(A + P - 10, 9));
+  CHECK(!w.overlaps(A + P - 10, 8));
+  CHECK(raw[P - 2] == 0x90);  // nothing in memory yet
+  // a read sees memory as it will be
+  uint8_t buf[8];
+  std::memset(buf, 0x90, sizeof buf);
+  w.overlay(A + P - 4, buf);
+  const uint8_t seen[] = {0x90, 0x90, 0xe9, 1, 2, 3, 4, 0x90};
+  CHECK(std::memcmp(buf, seen, sizeof buf) == 0);
+  // the program (here: this test) changed a byte between two writes of the run: kept
+  raw[P + 50] = 0xcc;
+  REQUIRE(::mprotect(raw + P, P, PROT_READ) == 0);
+  REQUIRE(w.flush(mem));
+  CHECK(!w.pending());
+  CHECK(std::memcmp(raw + P - 2, jmp, 5) == 0);
+  CHECK(std::memcmp(raw + 2 * P + 100, jmp, 5) == 0);
+  CHECK(raw[P + 50] == 0xcc);
+  CHECK(raw[P - 3] == 0x90);
+  CHECK(raw[P + 3] == 0x90);
+  // dropped (its memory unmapped): not written
+  const uint8_t orig[] = {0x90, 0x90, 0x90, 0x90, 0x90};
+  w.write(A + 2 * P + 100, orig);
+  w.write(A + P - 2, orig);
+  w.drop(A + 2 * P, A + 3 * P);
+  CHECK(!w.overlaps(A + 2 * P + 100, 5));
+  CHECK(w.overlaps(A + P - 2, 5));
+  REQUIRE(w.flush(mem));
+  CHECK(raw[P - 2] == 0x90);
+  CHECK(raw[P + 2] == 0x90);
+  CHECK(raw[2 * P + 100] == 0xe9);  // the dropped write never went in
+  // a run reaching unmapped memory: the read fails, each written stretch goes on its own
+  w.write(A + 3 * P - 1, jmp);  // its last 4 bytes would land in the unmapped page
+  w.write(A + 2 * P + 10, jmp);
+  CHECK(!w.flush(mem));
+  CHECK(std::memcmp(raw + 2 * P + 10, jmp, 5) == 0);
+  CHECK(!w.pending());
+  ::munmap(raw, 3 * P);
+}
