@@ -171,7 +171,17 @@ struct BlockCache::Impl {
     Block b;
     b.start = pc;
     uint64_t addr = pc;
+    // The last kTailBytes instruction starts (each instruction is at least a byte long).
+    uint64_t recent[Block::kTailBytes] = {};
+    auto tail_of = [&](uint64_t end, uint32_t count) {
+      for (uint32_t back = 0; back < std::min<uint64_t>(count, Block::kTailBytes); ++back) {
+        uint64_t at = recent[(count - 1 - back) % Block::kTailBytes];
+        if (end - at >= Block::kTailBytes) return at;
+      }
+      return pc;
+    };
     for (uint32_t n = 1;; ++n) {
+      recent[(n - 1) % Block::kTailBytes] = addr;
       if (!decode(addr)) {
         if (addr == pc && (buf.empty() || addr >= buf_addr + buf.size()))
           return Error{EIO, fmt::format("Cannot read code at 0x{:x}.", addr)};
@@ -181,10 +191,12 @@ struct BlockCache::Impl {
         b.end.addr = addr;
         b.end.kind = FlowKind::Trap;
         b.insn_count = n;
+        b.tail_start = tail_of(addr, n);
         return b;
       }
       IdClass c = classify_id(insn->id);
       if (c != IdClass::NotFlow || n == kMaxBlockInsns) {
+        b.tail_start = tail_of(addr + insn->size, n);
         b.end = make_flow(addr, c == IdClass::NotFlow ? IdClass::Trap : c);
         b.insn_count = n;
         return b;

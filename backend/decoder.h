@@ -38,6 +38,11 @@ struct Block {
   uint64_t start = 0;
   FlowInsn end;             // the control-flow instruction that ends the block
   uint32_t insn_count = 0;  // instructions in the block, the control-flow one included
+  // The latest instruction start at least kTailBytes before the block's end (the block start
+  // when it is shorter): a 5-byte jmp over the end displaces nothing before it, so a patch
+  // planner decodes from here, not the whole block.
+  uint64_t tail_start = 0;
+  static constexpr uint64_t kTailBytes = 5;
 };
 
 // Reads original (unpatched) code bytes; returns how many bytes were readable.

@@ -212,3 +212,38 @@ TEST_CASE("decoder: invalidate drops every overlapping block", "[decoder]") {
   cache.clear();
   CHECK(cache.size() == 0);
 }
+
+TEST_CASE("decoder: tail_start is the latest instruction start 5 bytes or more before the end", "[decoder]") {
+  FakeCode code;
+  // mov rax, rbx; nop; je: 6 bytes, so only the block start lies 5 or more before the end
+  uint64_t a = code.put({0x48, 0x89, 0xd8});
+  code.put({0x90});
+  code.put({0x74, 0x10});
+  // ten nops and a ret: the nop 5 bytes before the end (4 nops and the ret after it)
+  uint64_t b = code.put({0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90});
+  code.put({0xc3});
+  // movabs rax, imm64 (10 bytes); ret: the movabs, however far back it starts
+  uint64_t c = code.put({0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8});
+  code.put({0xc3});
+  // a lone ret: shorter than 5 bytes, so its own start
+  uint64_t d = code.put({0xc3});
+  // push rbp; mov rbp, rsp; call rel32: the call alone is 5 bytes
+  uint64_t e = code.put({0x55});
+  code.put({0x48, 0x89, 0xe5});
+  uint64_t call = code.put({0xe8, 0, 0, 0, 0});
+  BlockCache cache(code.reader());
+  auto tail = [&](uint64_t start) {
+    auto blk = cache.block_at(start);
+    REQUIRE(blk.ok());
+    uint64_t end = blk->end.addr + blk->end.len;
+    CHECK(end - blk->tail_start >= Block::kTailBytes);
+    return blk->tail_start;
+  };
+  CHECK(tail(a) == a);
+  CHECK(tail(b) == b + 6);
+  CHECK(tail(c) == c);
+  auto lone = cache.block_at(d);
+  REQUIRE(lone.ok());
+  CHECK(lone->tail_start == d);
+  CHECK(tail(e) == call);
+}
