@@ -129,6 +129,7 @@ class BranchStepper {
   void patch_unshadow(uint64_t addr, std::span<uint8_t> buf) const {
     if (patch_) patch_->unshadow(addr, buf);
   }
+  bool patch_read_code(uint64_t addr, std::span<uint8_t> out) { return patch_ && patch_->read_code(addr, out); }
   void patch_invalidate(uint64_t addr, uint64_t len) {
     if (patch_) patch_->invalidate(addr, len);
   }

@@ -125,6 +125,7 @@ LinuxProcess::LinuxProcess(pid_t pid, bool attached)
     : pid_(pid), attached_(attached), layout_(make_register_layout(host_xcr0())), mem_(pid),
       tracer_(std::make_unique<TraceManager>(TraceSource::Auto, [this](pid_t tid) { return get_pc(tid); })),
       code_cache_([this](uint64_t addr, std::span<uint8_t> out) -> size_t {
+        if (alive_ && stepper_.patch_read_code(addr, out)) return out.size();
         auto n = read_memory(addr, out);  // through the breakpoint shadow: original bytes
         return n ? *n : 0;
       }),

@@ -81,8 +81,13 @@ bool PatchTracer::sync_regions() {
   std::vector<Region> now;
   for (const auto& m : *maps) {
     if (!patchable_mapping(m)) continue;
-    if (!now.empty() && now.back().hi == m.start && now.back().name == m.name) now.back().hi = m.end;
-    else now.push_back(Region{m.start, m.end, 0, 0, 0, m.name});
+    if (!now.empty() && now.back().hi == m.start && now.back().name == m.name) {
+      now.back().hi = m.end;
+      now.back().writable = now.back().writable || m.write;
+    } else {
+      now.push_back(Region{m.start, m.end, 0, 0, 0, m.name});
+      now.back().writable = m.write;
+    }
   }
   bool dropped = false;
   for (const auto& r : regions_) {
@@ -90,6 +95,7 @@ bool PatchTracer::sync_regions() {
                             [&](const Region& n) { return n.lo == r.lo && n.hi == r.hi && n.name == r.name; });
     if (kept) continue;
     dropped = true;
+    code_writes_.drop(r.lo, r.hi);
     for (auto& [a, s] : sites_)
       if (a >= r.lo && a < r.hi) {
         if (s.installed == Installed::Int3) (void)breakpoints_.remove(mem_, s.block.end.addr, BreakpointOwner::Internal);
@@ -99,8 +105,17 @@ bool PatchTracer::sync_regions() {
   }
   for (auto& n : now)
     for (const auto& r : regions_)
-      if (n.lo == r.lo && n.hi == r.hi && n.name == r.name) n = r;  // keeps its stub area
+      if (n.lo == r.lo && n.hi == r.hi && n.name == r.name) {
+        bool writable = n.writable;
+        n = r;  // keeps its stub area
+        n.writable = writable || r.writable;
+      }
   regions_ = std::move(now);
+  // Copied pages of code no longer in a region (unmapped) or now writable go.
+  for (auto it = code_pages_.begin(); it != code_pages_.end();) {
+    const Region* r = region_of(it->first);
+    it = r && !r->writable ? std::next(it) : code_pages_.erase(it);
+  }
   if (dropped) forget_plans();
   return true;
 }
@@ -118,6 +133,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   uint64_t lowest = UINT64_MAX;
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
   uint64_t hint = lowest > 4 * kKeepClear ? (lowest - 3 * kKeepClear) & ~(kPage - 1) : 0;
+  if (!flush_all()) return Error{EIO, "cannot write the program's code"};
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {hint, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
@@ -131,7 +147,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
-  writes_.add_area(table_addr_, table_addr_ + 2 * table_bytes);
+  writes_.add_area(table_addr_, table_addr_ + 2 * table_bytes, true);
   ready_ = true;
   return {};
 }
@@ -151,6 +167,7 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   auto at = patch::free_range_near(away, r.lo, r.hi, size);
   if (!at) at = patch::free_range_near(used, r.lo, r.hi, size);
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
+  if (!flush_all()) return Error{EIO, "cannot write the program's code"};
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
                                   static_cast<uint64_t>(-1), 0},
@@ -180,6 +197,7 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
     spare_.pop_back();
   } else {
     uint64_t size = kPage + ring_bytes_ + kPage;
+    if (!flush_all()) return nullptr;
     auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                    {0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
                                    scratch_);
@@ -276,7 +294,8 @@ bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop
   }
   uint64_t pc = pc_of(t.tid);
   Region* r = region_of(pc);
-  if (!r) return false;
+  uint64_t base = 0;
+  if (!r) return stub_at(pc, &base) != nullptr;  // put into a stub by install_all: it runs on
   concurrent_ = rings_.size() > 1;  // instrument() asks all_stopped() only when it writes code
   instrument(t.tid, pc);
   concurrent_ = false;
@@ -305,6 +324,18 @@ bool PatchTracer::area_write(uint64_t addr, std::span<const uint8_t> bytes) {
   return w && *w == bytes.size();
 }
 
+void PatchTracer::code_write(uint64_t addr, std::span<const uint8_t> bytes) {
+  if (batching_) code_writes_.write(addr, bytes);
+  else (void)mem_.write(addr, bytes);
+}
+
+bool PatchTracer::flush_all() {
+  if (!flush_writes()) return false;
+  if (!code_writes_.pending() || code_writes_.flush(mem_)) return true;
+  disable("cannot write the program's code", nullptr);
+  return false;
+}
+
 bool PatchTracer::flush_writes() {
   if (!writes_.pending()) return true;
   if (writes_.flush(mem_)) return true;
@@ -318,7 +349,7 @@ PatchTracer::WriteBatch::WriteBatch(PatchTracer& p) : p_(p), was_(p.batching_) {
 }
 
 PatchTracer::WriteBatch::~WriteBatch() {
-  (void)p_.flush_writes();
+  (void)p_.flush_all();
   p_.batching_ = was_;
 }
 
@@ -341,8 +372,9 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // Breadth first, kExploreDepth direct edges deep: most of what is reachable never runs
   // (planning all of libc from a program's entry costs more than the program). A stub's exit
   // to a block beyond goes to a frontier trap; when the thread gets there, exploration goes
-  // on from there and the exit is linked to the block.
-  constexpr unsigned kExploreDepth = 12;
+  // on from there and the exit is linked to the block. 5 measured best on ls -l (3: more
+  // frontier stops; 8 and 12: more planning of what never runs).
+  constexpr unsigned kExploreDepth = 5;
   std::vector<std::pair<uint64_t, unsigned>> work{{pc, 0}};
   std::vector<uint64_t> dirty, fresh;
   for (size_t w = 0; w < work.size(); ++w) {
@@ -424,6 +456,31 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // finds a target there jumps to it.
   for (uint64_t b : fresh) table_insert(b);
   relink_now_ = true;
+  open_frontiers();
+}
+
+// Exits that wait to be relinked (other threads run them) still lead to their frontier trap,
+// which would stop every pass through them: the trap becomes a jmp to the block instead. Only
+// once everything the block leads to is in memory; the rel32 before the opcode, each its own
+// write, so that a thread running the slot meanwhile meets the int3 or the whole jmp (a thread
+// that met the int3 is put at the target all the same).
+void PatchTracer::open_frontiers() {
+  if (frontier_jumps_.empty()) return;
+  if (!flush_all()) return;
+  for (uint64_t start : std::exchange(frontier_jumps_, {})) {
+    uint64_t to = destination(start);
+    for (auto [it, last] = frontier_.equal_range(start); it != last;) {
+      uint64_t at = it->second;
+      auto jmp = patch::jmp_rel32(at, to);
+      if (!jmp) jmp = patch::jmp_rel32(at, start);
+      if (!jmp || !writes_.write(mem_, at + 1, std::span<const uint8_t>(jmp->data() + 1, 4), true)) {
+        ++it;  // stays a trap
+        continue;
+      }
+      (void)writes_.write(mem_, at, std::span<const uint8_t>(jmp->data(), 1), true);
+      it = frontier_.erase(it);  // no longer a trap: never linked to again (plans may be forgotten)
+    }
+  }
 }
 
 // A system call whose number the block sets (glibc's wrappers) runs in place, unstopped: it is
@@ -503,6 +560,7 @@ std::optional<uint64_t> PatchTracer::frontier_trap(uint64_t near, uint64_t targe
 void PatchTracer::relink(uint64_t start) {
   if (!relink_now_) {
     pending_relinks_.push_back(start);
+    if (frontier_.count(start)) frontier_jumps_.push_back(start);
     return;
   }
   uint64_t to = destination(start);
@@ -644,13 +702,12 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   auto exit = stub_target(f);
   if (!exit) return;
   uint64_t target = exit->first;
-  std::vector<uint8_t> bytes(next - s.latest_start);
-  if (bytes.size() > 64 * 1024) bytes.erase(bytes.begin(), bytes.end() - 64 * 1024);
-  uint64_t from = next - bytes.size();
-  size_t got = code_.reader()(from, bytes);
-  if (got != bytes.size()) return;
-  // Decode the tail of the block: back off far enough to cover 5 bytes before the end, but
-  // from an instruction boundary, i.e. from the block start (kept short for long blocks).
+  // Decode the tail of the block: from the latest instruction boundary far enough before the
+  // end to cover a jmp rel32 (the decoder found it), never before the latest block start.
+  uint64_t from = s.block.start == s.latest_start ? std::max(s.block.tail_start, s.latest_start) : s.latest_start;
+  if (from >= next || next - from > 64 * 1024) return;
+  std::vector<uint8_t> bytes(next - from);
+  if (code_.reader()(from, bytes) != bytes.size()) return;
   auto insns = patch::decode_all(dis_, bytes, from);
   if (!insns || insns->empty() || insns->back().addr != f.addr || insns->back().len != f.len) return;
   if ((f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall) &&
@@ -705,12 +762,12 @@ void PatchTracer::install(Site& s, bool int3_only) {
     for (uint64_t a = s.begin; a < s.end && !conflict; ++a)
       conflict = breakpoints_.contains(a) || (hw_break_at_ && hw_break_at_(a));
   if (s.patchable && !conflict) {
-    if (auto w = mem_.write(s.begin, s.patched); w && *w == s.patched.size()) {
-      s.installed = Installed::Patch;
-      ranges_[s.begin] = flow;
-      return;
-    }
+    code_write(s.begin, s.patched);
+    s.installed = Installed::Patch;
+    ranges_[s.begin] = flow;
+    return;
   }
+  if (code_writes_.overlaps(flow, 1) && !flush_all()) return;  // the int3 keeps what is under it
   if (breakpoints_.insert(mem_, flow, BreakpointOwner::Internal)) {
     s.installed = Installed::Int3;
   }
@@ -723,6 +780,7 @@ void PatchTracer::write_fenced(uint64_t addr, std::span<const uint8_t> bytes) {
     (void)mem_.write(addr, bytes);
     return;
   }
+  if (code_writes_.overlaps(addr, bytes.size())) (void)flush_all();
   const uint8_t int3[1] = {0xcc};
   fences_.insert(addr);
   (void)mem_.write(addr, int3);
@@ -733,9 +791,10 @@ void PatchTracer::write_fenced(uint64_t addr, std::span<const uint8_t> bytes) {
 void PatchTracer::uninstall(Site& s, bool fenced) {
   if (s.installed == Installed::Patch) {
     if (fenced) write_fenced(s.begin, s.original);
-    else (void)mem_.write(s.begin, s.original);
+    else code_write(s.begin, s.original);
     ranges_.erase(s.begin);
   } else if (s.installed == Installed::Int3) {
+    if (code_writes_.overlaps(s.block.end.addr, 1)) (void)flush_all();
     (void)breakpoints_.remove(mem_, s.block.end.addr, BreakpointOwner::Internal);
   }
   s.installed = Installed::None;
@@ -765,9 +824,38 @@ bool PatchTracer::install_all(pid_t self) {
   for (pid_t tid : tasks) {
     if (tid == self) continue;
     uint64_t pc = pc_of(tid);
-    if (pc && region_of(pc)) instrument(tid, pc);
+    if (pc && region_of(pc) && !enter_stub(tid, pc)) instrument(tid, pc);
   }
   return true;
+}
+
+// A stopped thread whose pc lies inside a patch (often: at a jcc it was about to run from its
+// int3 site) goes on from the same instruction's copy in the stub, as if it had come there by
+// the patch. Else its pc would become a block start there, which leaves no room for the patch
+// for good: every pass through the site would stop.
+bool PatchTracer::enter_stub(pid_t tid, uint64_t pc) {
+  auto r = ranges_.upper_bound(pc);
+  if (r == ranges_.begin()) return false;
+  --r;
+  auto s = sites_.find(r->second);
+  // (At the patch's first byte its pc may stay a block start: the patch still fits. There too
+  // stands a thread inside a system call, whose pc the kernel may rewind to restart it.)
+  if (s == sites_.end() || s->second.installed != Installed::Patch || pc <= s->second.begin || pc >= s->second.end)
+    return false;
+  int32_t rel;
+  std::memcpy(&rel, s->second.patched.data() + 1, 4);
+  uint64_t base = s->second.begin + 5 + static_cast<int64_t>(rel);
+  auto stub = stubs_.find(base);
+  if (stub == stubs_.end()) return false;
+  for (const auto& [off, addr] : stub->second.exact) {
+    if (addr != pc) continue;
+    if (!flush_all()) return false;
+    user_regs_struct regs{};
+    if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0 || static_cast<int64_t>(regs.orig_rax) >= 0) return false;
+    regs.rip = base + off;
+    return ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0;
+  }
+  return false;
 }
 
 // A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
@@ -813,6 +901,7 @@ void PatchTracer::suspend(LinuxThread* t) {
 bool PatchTracer::release(pid_t tid) {
   suspend(nullptr);
   bool ok = true;
+  (void)flush_all();
   for (auto [lo, hi] : areas()) {
     auto r = patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {lo, hi - lo, 0, 0, 0, 0});
     ok = ok && r && *r == 0;
@@ -897,19 +986,20 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   drain_buf_.resize(head - r.begin);
   auto got = mem_.read(r.begin, drain_buf_);
   if (!got) return 0;
-  size_t count = 0;
-  Branch last;
-  batch_.clear();
-  for (size_t i = 0; i + 4 <= *got;) {
+  // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Two passes: all of
+  // them for the inline caches and the count, then only the newest the history keeps are
+  // built (a 1 MiB BTS-sized history keeps 43,690 of the millions a drain may bring).
+  const size_t bytes = *got;
+  auto entry = [&](size_t& i, uint64_t& to) -> const Edge* {
     uint32_t word;
     std::memcpy(&word, drain_buf_.data() + i, 4);
     i += 4;
     uint32_t id = word & ~patch::kDynamicEntry;
-    if (id >= edges_.size()) break;  // cannot happen: stubs only write ids we made
+    if (id >= edges_.size()) return nullptr;  // cannot happen: stubs only write ids we made
     const Edge& e = edges_[id];
-    uint64_t to = e.to;
+    to = e.to;
     if (word & patch::kDynamicEntry) {
-      if (i + 8 > *got) break;
+      if (i + 8 > bytes) return nullptr;
       std::memcpy(&to, drain_buf_.data() + i, 8);
       i += 8;
       if (e.stub) {  // the site's latest target: its inline cache moves there after the drain
@@ -923,10 +1013,34 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
         }
       }
     }
-    if (to == e.from + e.len) continue;  // to the next instruction: straight-line in a trace
-    last = Branch{e.from, to};
-    batch_.push_back(last);
+    return &e;
+  };
+  size_t count = 0, end = 0;
+  Branch last;
+  for (size_t i = 0; i + 4 <= bytes;) {
+    uint64_t to = 0;
+    const Edge* e = entry(i, to);
+    if (!e) break;
+    end = i;
+    if (to == e->from + e->len) continue;  // to the next instruction: straight-line in a trace
+    last = Branch{e->from, to};
     ++count;
+  }
+  size_t skip = count - std::min(count, tracer_->branches_kept(tid));
+  batch_.clear();
+  batch_.reserve(count - skip);
+  for (size_t i = 0, n = 0; i < end;) {
+    uint32_t word;
+    std::memcpy(&word, drain_buf_.data() + i, 4);
+    i += 4;
+    const Edge& e = edges_[word & ~patch::kDynamicEntry];
+    uint64_t to = e.to;
+    if (word & patch::kDynamicEntry) {
+      std::memcpy(&to, drain_buf_.data() + i, 8);
+      i += 8;
+    }
+    if (to == e.from + e.len) continue;
+    if (n++ >= skip) batch_.push_back(Branch{e.from, to});
   }
   tracer_->record_many(tid, batch_);
   uint8_t reset[8];
@@ -1000,6 +1114,7 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
       return;
     }
   ++stats_.step_outs;
+  if (!flush_all()) return;  // it runs code now
   std::vector<int> signals;
   for (int steps = 0; steps < 512; ++steps) {
     if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
@@ -1128,6 +1243,7 @@ void PatchTracer::restore_into(const ProcMemory& child) const {
 }
 
 void PatchTracer::unshadow(uint64_t addr, std::span<uint8_t> buf) const {
+  code_writes_.overlay(addr, buf);  // memory as it is about to be: a patch just taken out
   if (ranges_.empty() || buf.empty()) return;
   uint64_t end = addr + buf.size();
   auto it = ranges_.upper_bound(addr);
@@ -1138,8 +1254,33 @@ void PatchTracer::unshadow(uint64_t addr, std::span<uint8_t> buf) const {
   }
 }
 
+bool PatchTracer::read_code(uint64_t addr, std::span<uint8_t> out) {
+  if (out.empty()) return true;
+  const Region* r = region_of(addr);
+  if (!r || r->writable || out.size() > r->hi - addr) return false;
+  for (uint64_t at = addr, end = addr + out.size(); at < end;) {
+    uint64_t page = at & ~(kPage - 1);
+    auto it = code_pages_.find(page);
+    if (it == code_pages_.end()) {
+      std::vector<uint8_t> bytes(kPage);
+      auto n = mem_.read(page, bytes);
+      if (!n || *n != kPage) return false;
+      breakpoints_.unshadow(page, bytes);
+      unshadow(page, bytes);
+      it = code_pages_.emplace(page, std::move(bytes)).first;
+    }
+    uint64_t n = std::min(end, page + kPage) - at;
+    std::memcpy(out.data() + (at - addr), it->second.data() + (at - page), n);
+    at += n;
+  }
+  return true;
+}
+
 void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
   WriteBatch batch(*this);
+  if (len > 64 * kPage) code_pages_.clear();
+  else
+    for (uint64_t page = addr & ~(kPage - 1); page < addr + len; page += kPage) code_pages_.erase(page);
   bool touches = false;
   for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
   if (!touches) return;
@@ -1153,6 +1294,7 @@ void PatchTracer::forget_plans() {
   for (auto& [start, t] : translations_) set_gate(start, false);  // old stubs may still lead there
   translations_.clear();
   exits_.clear();
+  frontier_jumps_.clear();
   sites_.clear();
   visited_.clear();
   ranges_.clear();

@@ -110,6 +110,10 @@ class PatchTracer {
   void restore_into(const ProcMemory& child) const;
   // Reads: the original bytes of patched code.
   void unshadow(uint64_t addr, std::span<uint8_t> buf) const;
+  // The original bytes of [addr, addr+len) when all of it is code of a module never mapped
+  // writable, from a copy read a page at a time (every block end planned is decoded twice: one
+  // read of a page instead of two of each block). false: the caller reads the program.
+  bool read_code(uint64_t addr, std::span<uint8_t> out);
   // The client wrote memory: patches over it are forgotten (planned again from the new bytes).
   void invalidate(uint64_t addr, uint64_t len);
 
@@ -123,6 +127,7 @@ class PatchTracer {
     uint64_t code_begin = 0, code_next = 0, code_end = 0;  // its stub area (0: not mapped yet)
     std::string name;  // the mapped file
     bool area_failed = false;  // no stub area could be mapped near it
+    bool writable = false;     // some mapping of it is writable: its bytes are never copied
   };
   struct StubInfo {
     uint64_t flow = 0;   // the control-flow instruction it stands for
@@ -188,7 +193,15 @@ class PatchTracer {
     bool was_;
   };
   bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
+  void open_frontiers();
+  bool enter_stub(pid_t tid, uint64_t pc);
   bool flush_writes();
+  // Code: gathered with the area writes (sent after them: a patch never leads to a stub not
+  // written yet); written through while other threads may run.
+  void code_write(uint64_t addr, std::span<const uint8_t> bytes);
+  // Everything pending sent: before the program runs a single instruction (an injected system
+  // call, a step out of a stub) and before an int3 goes in or out where a write is pending.
+  bool flush_all();
   void table_insert(uint64_t target);
   void table_set_destination(uint32_t slot, uint64_t dest);
   void table_redirect(uint64_t target);
@@ -218,6 +231,7 @@ class PatchTracer {
   std::function<bool(uint64_t)> hw_break_at_;
   patch::Disassembler dis_;
   patch::AreaWrites writes_;
+  patch::CodeWrites code_writes_;
   bool batching_ = false;
   pid_t pid_ = 0;
   bool ready_ = false;
@@ -234,6 +248,7 @@ class PatchTracer {
   std::set<uint64_t> fences_;                // int3s written for an instant over a live patch
   bool relink_now_ = true;                   // instrument(): stub exits may be rewritten now
   std::vector<uint64_t> pending_relinks_;    // blocks whose exits wait for every thread stopped
+  std::vector<uint64_t> frontier_jumps_;     // of those, blocks whose frontier traps become jmps
   bool concurrent_ = false;                  // instrument(): other threads may be running now
   uint32_t table_mask_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
@@ -253,6 +268,7 @@ class PatchTracer {
   std::multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
   std::multimap<uint64_t, uint64_t> frontier_;  // unexplored block start -> its frontier traps
   std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
+  std::unordered_map<uint64_t, std::vector<uint8_t>> code_pages_;  // page -> original bytes (read_code)
   std::vector<uint8_t> drain_buf_;
   std::vector<Branch> batch_;
   Stats stats_;

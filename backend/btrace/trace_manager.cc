@@ -278,6 +278,14 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   if (it->second.coverage && sink_) sink_->branch(tid, from, to);
 }
 
+size_t TraceManager::branches_kept(pid_t tid) const {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return 0;
+  const ThreadTrace& t = it->second;
+  if (t.coverage && sink_) return SIZE_MAX;
+  return t.ring && t.kind == Kind::Software ? t.ring->capacity() : 0;
+}
+
 void TraceManager::record_many(pid_t tid, std::span<const Branch> branches) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;

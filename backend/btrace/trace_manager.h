@@ -61,6 +61,9 @@ class TraceManager : public BranchTracer {
   void record(pid_t tid, uint64_t from, uint64_t to);
   // Many branches of one thread, oldest first (block patching drains its ring with one call).
   void record_many(pid_t tid, std::span<const Branch> branches);
+  // How many of a batch's newest branches record_many() keeps at most for tid (its ring's
+  // capacity; every one while a coverage sink sees them): a drainer builds no more than that.
+  size_t branches_kept(pid_t tid) const;
   // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a
   // thread not traced yet (created since) is traced from here.
   void thread_stopped(pid_t tid);
