@@ -1,21 +1,28 @@
 #!/usr/bin/python3
 """Issue 11's figures: the bench loop region (`bploop N`: from the first `hit` to `loop_done`)
-natively, under the software source and under the block-patching source.
+natively, under the software source, under the block-patching source and under GDB's
+`record full` over gdbserver.
 
     /usr/bin/python3 bench/patch_bench.py --build BUILD [--soft-iters 55000] [--patch-iters 2000000] [--runs 3]
 
 native: wall time of `bploop N` minus `bploop 1` (both run to exit, median of --runs; N large
-so the loop dominates), per iteration. soft/patch: `record btrace` at the first `hit`, then the
-`continue` to `loop_done` timed inside GDB (Python perf_counter), per iteration; the record's
-instruction count is checked (16 per iteration + a constant) so the work was really recorded.
-Not a pass/fail test: it prints a markdown table.
+so the loop dominates), per iteration. soft/patch/full: `record btrace` (or `record full` over
+Debian's gdbserver, --full-iters iterations: it runs ~3,000 instructions/s) at the first `hit`,
+then the `continue` to `loop_done` timed inside GDB (Python perf_counter), per iteration; the
+record's instruction count is checked (16 per iteration + a constant) so the work was really
+recorded. Not a pass/fail test: it prints a markdown table.
 
 --programs adds whole-program rows for code that runs mostly in shared libraries: `ls -l DIR`
 and `gzip -c FILE` (FILE: --gzip-mib MiB of generated text; the software source gets
---soft-gzip-kib KiB, its figure is scaled per byte). native: wall time of the whole run.
-soft/patch: `record btrace` at the first instruction (ld.so's entry), then `continue` to a
-breakpoint on libc's `_exit`, timed inside GDB (a 1 MiB BTS buffer: GDB's own processing of
-a full history is not what is measured).
+--soft-gzip-kib KiB, its figure is scaled per byte). native: wall time of the whole run
+(process creation and the loader included: ~1 ms that the traced rows do not time, so the
+ratios are slightly flattering). traced: GDB stops at `__libc_start_main` (the loader and its
+shared-library events are done: an untraced GDB session alone takes ~25x native ls to get
+through those, with gdbserver as with branchstub), `record btrace`, then the `continue` to a
+breakpoint on libc's `_exit` is timed inside GDB (a 1 MiB BTS buffer: GDB's own processing of
+a full history is not what is measured). "untraced" is the same session without `record
+btrace`: what the debugger itself costs over that region. `record full` is not run on the
+programs (millions of instructions at ~3,000/s: hours); its loop rate stands for it.
 """
 import argparse
 import os
@@ -43,9 +50,14 @@ def native_per_iter(prog, iters, runs):
 def traced_per_iter(exe, prog, source, iters, runs):
     out_rates, insns = [], None
     for _ in range(runs):
-        with bench.Server(source, exe, prog, [str(iters)], ["--btrace-source=" + source]) as s:
-            cmds = ["break hit", "continue", "delete", "set record btrace bts buffer-size 268435456",
-                    "record btrace", "tbreak loop_done",
+        if source == "full":
+            server = bench.Server("gdbserver", "/usr/bin/gdbserver", prog, [str(iters)])
+            record = ["set record full insn-number-max unlimited", "record full"]
+        else:
+            server = bench.Server(source, exe, prog, [str(iters)], ["--btrace-source=" + source])
+            record = ["set record btrace bts buffer-size 268435456", "record btrace"]
+        with server as s:
+            cmds = ["break hit", "continue", "delete"] + record + ["tbreak loop_done",
                     "python import time; t0 = time.perf_counter()", "continue",
                     "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record",
                     "monitor btrace status"]
@@ -63,24 +75,30 @@ def traced_per_iter(exe, prog, source, iters, runs):
 
 
 def traced_program(exe, prog, args, source, runs):
-    times, insns = [], None
+    """Median seconds from __libc_start_main to _exit, the instruction count and the fraction of
+    block ends patched (patch source). source "untraced": the same session without a record."""
+    times, insns, patched = [], None, None
     for _ in range(runs):
-        with bench.Server(source, exe, prog, args, ["--btrace-source=" + source]) as s:
-            cmds = ["set record btrace bts buffer-size 1048576", "record btrace", "set breakpoint pending on", "break _exit",
-                    "python import time; t0 = time.perf_counter()", "continue",
+        src = "soft" if source == "untraced" else source
+        with bench.Server(source, exe, prog, args, ["--btrace-source=" + src]) as s:
+            record = [] if source == "untraced" else ["set record btrace bts buffer-size 1048576", "record btrace"]
+            cmds = ["set breakpoint pending on", "break __libc_start_main", "continue", "delete"] + record + [
+                    "break _exit", "python import time; t0 = time.perf_counter()", "continue",
                     "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record",
                     "monitor btrace status"]
             out = bench.run_gdb(s.port, prog, cmds, timeout=3600)
         m = re.search(r"ELAPSED ([0-9.]+)", out)
         n = re.search(r"Recorded (\d+) instructions", out)
-        if not m or not n or "_exit" not in out:
+        if not m or (record and not n) or "_exit" not in out:
             raise SystemExit("%s %s run failed:\n%s" % (source, prog, out[-3000:]))
-        insns = int(n.group(1))
+        insns = int(n.group(1)) if n else 0
         times.append(float(m.group(1)))
-        status = re.search(r"patch: .*", out)
+        status = re.search(r"patch: (\d+) block ends patched, (\d+) left to stops.*", out)
         if status:
+            p, q = int(status.group(1)), int(status.group(2))
+            patched = p / max(1, p + q)
             print("  %s %s: %s" % (source, os.path.basename(prog), status.group(0)), file=sys.stderr)
-    return statistics.median(times), insns
+    return statistics.median(times), insns, patched
 
 
 def native_program(prog, args, runs):
@@ -108,16 +126,19 @@ def program_rows(exe, a):
     text(small, a.soft_gzip_kib << 10)
     scale = os.path.getsize(big) / os.path.getsize(small)
     rows.append(("`gzip -c` %d MiB" % a.gzip_mib, "/usr/bin/gzip", ["-c", big], ["-c", small], scale))
-    print("| program | native | software source | patch source | software vs native | patch vs native |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| program | native | untraced session | software source | patch source | block ends patched "
+          "| software vs native | patch vs native |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for title, prog, args, soft_args, soft_scale in rows:
         native = native_program(prog, args, a.runs)
-        patch, patch_insns = traced_program(exe, prog, args, "patch", a.runs)
-        soft, soft_insns = traced_program(exe, prog, soft_args, "soft", 1)
+        untraced, _, _ = traced_program(exe, prog, args, "untraced", a.runs)
+        patch, patch_insns, patched = traced_program(exe, prog, args, "patch", a.runs)
+        soft, soft_insns, _ = traced_program(exe, prog, soft_args, "soft", 1)
         soft *= soft_scale
         note = "" if soft_scale == 1.0 else " (%d KiB, x%.0f)" % (a.soft_gzip_kib, soft_scale)
-        print("| %s | %.1f ms | %.1f s%s | %.3f s | %.0fx | %.1fx |" % (
-            title, native * 1e3, soft, note, patch, soft / native, patch / native))
+        print("| %s | %.1f ms | %.1f ms | %.1f s%s | %.1f ms | %.1f%% | %.0fx | %.1fx |" % (
+            title, native * 1e3, untraced * 1e3, soft, note, patch * 1e3, 100 * (patched or 0), soft / native,
+            patch / native))
         print("  %s: patch recorded %d instructions, software %d" % (title, patch_insns, soft_insns), file=sys.stderr)
 
 
@@ -127,6 +148,7 @@ def main():
     ap.add_argument("--soft-iters", type=int, default=55000)
     ap.add_argument("--patch-iters", type=int, default=2000000)
     ap.add_argument("--native-iters", type=int, default=20000000)
+    ap.add_argument("--full-iters", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--programs", action="store_true", help="also ls -l and gzip -c (shared-library code)")
     ap.add_argument("--programs-only", action="store_true")
@@ -143,6 +165,7 @@ def main():
     soft, soft_insns = traced_per_iter(exe, prog, "soft", a.soft_iters, a.runs)
     patch, patch_insns = traced_per_iter(exe, prog, "patch", a.patch_iters, a.runs)
     patch_small, patch_small_insns = traced_per_iter(exe, prog, "patch", a.soft_iters, a.runs)
+    full, full_insns = traced_per_iter(exe, prog, "full", a.full_iters, 1)
     assert soft_insns == patch_small_insns, (soft_insns, patch_small_insns)
     print("| run | iterations | instructions recorded | ns / iteration | vs native |")
     print("|---|---:|---:|---:|---:|")
@@ -150,6 +173,7 @@ def main():
     print("| software source | %d | %d | %.0f | %.0fx |" % (a.soft_iters, soft_insns, soft * 1e9, soft / native))
     print("| patch source | %d | %d | %.1f | %.1fx |" % (a.soft_iters, patch_small_insns, patch_small * 1e9, patch_small / native))
     print("| patch source | %d | %d | %.1f | %.1fx |" % (a.patch_iters, patch_insns, patch * 1e9, patch / native))
+    print("| GDB `record full` over gdbserver | %d | %d | %.0f | %.0fx |" % (a.full_iters, full_insns, full * 1e9, full / native))
     print("\npatch vs software: %.0fx faster per iteration" % (soft / patch))
     if a.programs:
         print()
