@@ -415,7 +415,9 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
         break;
       case FlowKind::Call:
         if (f.direct_target) edge(*f.direct_target);
-        if (f.len) edge(next);  // where its ret comes back to
+        // Where its ret comes back to, as deep as the call: it runs whenever the call returns
+        // (beyond the frontier, each such return would stop as an unknown ret target).
+        if (f.len) work.emplace_back(next, depth);
         break;
       default:
         break;
