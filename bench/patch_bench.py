@@ -60,11 +60,12 @@ def traced_per_iter(exe, prog, source, iters, runs):
         with server as s:
             cmds = ["break hit", "continue", "delete"] + record + ["tbreak loop_done",
                     "python import time; t0 = time.perf_counter()", "continue",
-                    "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record",
-                    "monitor btrace status"]
+                    "python print('ELAPSED %.6f' % (time.perf_counter() - t0))", "info record"]
+            if source != "full":
+                cmds.append("monitor btrace status")
             out = bench.run_gdb(s.port, prog, cmds, timeout=1800)
         m = re.search(r"ELAPSED ([0-9.]+)", out)
-        n = re.search(r"Recorded (\d+) instructions", out)
+        n = re.search(r"(?:Recorded|Log contains) (\d+) instructions", out)
         if not m or not n:
             raise SystemExit("%s run failed:\n%s" % (source, out[-3000:]))
         insns = int(n.group(1))
