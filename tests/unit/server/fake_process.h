@@ -106,6 +106,7 @@ class FakeProcess : public backend::Process {
   // The next stop: poll_events() returns it once the process runs (after resume/step_branch).
   // An Exited/Killed stop also ends the process.
   void stop_with(backend::StopEvent e) { pending_.push_back(std::move(e)); }
+  size_t events_waiting() const { return pending_.size(); }  // not yet taken by poll_events
   // A fork child take_fork_children() hands over at the next poll that returns an event.
   void add_fork_child(std::unique_ptr<FakeProcess> child) { children_.push_back(std::move(child)); }
 
