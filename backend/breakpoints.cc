@@ -46,7 +46,7 @@ Result<void> SoftwareBreakpoints::insert(const ProcMemory& mem, uint64_t addr, B
     if (!r) return Error{r.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot read memory", addr)};
     // Lifted for a step still under way: the int3 goes in at lower().
     bool lifted = lifted_removed_.erase(addr) != 0;
-    if (!lifted)
+    if (!lifted && !held_)
       if (auto w = write_byte(mem, addr, kInt3); !w)
         return Error{w.error().code, fmt::format("Cannot insert breakpoint at {:#x}: cannot write memory", addr)};
     Entry e{original};
@@ -71,6 +71,7 @@ Result<void> SoftwareBreakpoints::remove(const ProcMemory& mem, uint64_t addr, B
     lifted_removed_.insert(addr);
     return {};
   }
+  if (held_) return {};  // the original byte is what memory holds
   if (auto w = write_byte(mem, addr, e.original); !w)
     return Error{w.error().code, fmt::format("Cannot remove breakpoint at {:#x}: {}", addr, w.error().message)};
   return {};
@@ -79,7 +80,8 @@ Result<void> SoftwareBreakpoints::remove(const ProcMemory& mem, uint64_t addr, B
 Result<void> SoftwareBreakpoints::lift(const ProcMemory& mem, uint64_t addr) {
   auto it = table_.find(addr);
   if (it == table_.end() || it->second.lifted) return {};
-  if (auto w = write_byte(mem, addr, it->second.original); !w) return w;
+  if (!held_)
+    if (auto w = write_byte(mem, addr, it->second.original); !w) return w;
   it->second.lifted = true;
   return {};
 }
@@ -88,7 +90,8 @@ Result<void> SoftwareBreakpoints::lower(const ProcMemory& mem, uint64_t addr) {
   auto it = table_.find(addr);
   if (it == table_.end()) lifted_removed_.erase(addr);
   if (it == table_.end() || !it->second.lifted) return {};
-  if (auto w = write_byte(mem, addr, kInt3); !w) return w;
+  if (!held_)
+    if (auto w = write_byte(mem, addr, kInt3); !w) return w;
   it->second.lifted = false;
   return {};
 }
@@ -102,7 +105,7 @@ void SoftwareBreakpoints::shadow_write(uint64_t addr, std::span<uint8_t> buf) {
   for (auto it = table_.lower_bound(addr); it != table_.end() && it->first < addr + buf.size(); ++it) {
     uint8_t& b = buf[it->first - addr];
     it->second.original = b;
-    if (!it->second.lifted) b = kInt3;
+    if (!it->second.lifted && !held_) b = kInt3;
   }
 }
 

@@ -50,11 +50,17 @@ class SoftwareBreakpoints {
   void restore_into(const ProcMemory& other) const;
   // Puts all int3s back (after restore_into on a shared vfork address space).
   void reinsert_all(const ProcMemory& mem) const;
+  // While a vfork child runs in this memory (from the vfork event, after restore_into, to
+  // vforkdone, before reinsert_all), no int3 may be written: a child that met one would die of
+  // SIGTRAP. The table still changes (the parent is resumed with its next stop armed); memory
+  // keeps every original byte until reinsert_all.
+  void set_shared_with_vfork_child(bool shared) { held_ = shared; }
   // Forgets everything without touching memory (after exec the old image is gone).
   void clear() {
     table_.clear();
     history_.clear();
     lifted_removed_.clear();
+    held_ = false;
   }
 
  private:
@@ -69,6 +75,7 @@ class SoftwareBreakpoints {
   std::map<uint64_t, Entry> table_;
   std::set<uint64_t> history_;  // bounded by the code's distinct breakpoint addresses
   std::set<uint64_t> lifted_removed_;  // removed while lifted: still lifted until lower()
+  bool held_ = false;                  // set_shared_with_vfork_child: memory is not written
 };
 
 }  // namespace backend

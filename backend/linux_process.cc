@@ -917,6 +917,7 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
     case PTRACE_EVENT_VFORK:
       return handle_fork(t, event, child);
     case PTRACE_EVENT_VFORK_DONE:
+      breakpoints_.set_shared_with_vfork_child(false);
       breakpoints_.reinsert_all(mem_);
       if (report_vforks_) return report(t, make_event(StopKind::VForkDone, t.tid, SIGTRAP));
       break;
@@ -940,6 +941,7 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
     stepper_.patch_restore_into(child_mem);
   } else {
     breakpoints_.restore_into(mem_);
+    breakpoints_.set_shared_with_vfork_child(true);  // int3s armed meanwhile wait for VFORK_DONE
     stepper_.patch_suspend(&t);  // the child runs in our memory: original code
   }
   DebugRegisters::clear_thread(child);

@@ -64,3 +64,36 @@ TEST_CASE("breakpoints: an address lifted for a step stays lifted until lowered,
     CHECK(code.bytes[1] == 0xcc);
   }
 }
+
+TEST_CASE("breakpoints: while a vfork child shares the memory, nothing is written until reinsert_all",
+          "[breakpoints]") {
+  Code code;
+  ProcMemory mem(::getpid());
+  SoftwareBreakpoints bps;
+  REQUIRE(bps.insert(mem, code.at(1), BreakpointOwner::Client));
+  bps.restore_into(mem);  // the vfork event: the child runs in this memory
+  bps.set_shared_with_vfork_child(true);
+  CHECK(code.bytes[1] == 0x0f);
+  // The parent is resumed with its next stop armed: recorded, not written.
+  REQUIRE(bps.insert(mem, code.at(3), BreakpointOwner::Internal));
+  CHECK(code.bytes[3] == 0xc3);
+  CHECK(bps.contains(code.at(3)));
+  // A write over them keeps the original bytes in memory too.
+  std::array<uint8_t, 3> data{0x0f, 0x05, 0xc3};
+  bps.shadow_write(code.at(1), data);
+  CHECK(data[0] == 0x0f);
+  CHECK(data[2] == 0xc3);
+  // A breakpoint gone meanwhile leaves its byte alone.
+  REQUIRE(bps.insert(mem, code.at(4), BreakpointOwner::Internal));
+  REQUIRE(bps.remove(mem, code.at(4), BreakpointOwner::Internal));
+  CHECK(code.bytes[4] == 0x90);
+  // VFORK_DONE: every int3 of the table goes in.
+  bps.set_shared_with_vfork_child(false);
+  bps.reinsert_all(mem);
+  CHECK(code.bytes[1] == 0xcc);
+  CHECK(code.bytes[3] == 0xcc);
+  CHECK(code.bytes[4] == 0x90);
+  bps.restore_all(mem);
+  CHECK(code.bytes[1] == 0x0f);
+  CHECK(code.bytes[3] == 0xc3);
+}
