@@ -1,7 +1,8 @@
 // BlockCache: capstone-based block decoding for the software tracer and stepbranch.
 //
-// Hot path: blocks are scanned with capstone's detail mode off (only instruction ids and
-// sizes are needed to find the end of a block); detail is switched on for the single
+// Hot path: the common instructions of a block are measured without capstone
+// (common_insn_length); the rest is scanned with capstone's detail mode off (only instruction
+// ids and sizes are needed to find the end of a block); detail is switched on for the single
 // control-flow instruction that ends the block, to read its operand.
 #include "backend/decoder.h"
 
@@ -66,6 +67,7 @@ struct BlockCache::Impl {
   std::vector<uint8_t> buf;
   uint64_t buf_addr = 0;
   bool buf_at_end = false;  // the reader returned short: nothing readable past the window
+  bool detail_on = false;   // capstone's detail wanted (a control-flow instruction's operand)
 
   explicit Impl(CodeReader r) : reader(std::move(r)) {
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) {
@@ -118,6 +120,16 @@ struct BlockCache::Impl {
     const uint8_t* code = buf.data() + (addr - buf_addr);
     size_t size = buf.size() - (addr - buf_addr);
     uint64_t address = addr;
+    // Most instructions of a block are common forms whose length alone matters: no capstone.
+    if (!detail_on) {
+      if (auto len = common_insn_length(std::span<const uint8_t>(code, size))) {
+        insn->id = X86_INS_INVALID;
+        insn->address = addr;
+        insn->size = len->len;
+        std::memcpy(insn->bytes, code, len->len);
+        return true;
+      }
+    }
     if (cs_disasm_iter(handle, &code, &size, &address, insn)) return true;
     // What capstone 4 lacks (AVX-512 mask/compare forms, rdpkru): never control flow, so its
     // length makes it an ordinary instruction of the block (id INVALID = not flow).
@@ -128,6 +140,27 @@ struct BlockCache::Impl {
     insn->size = ext->len;
     std::memcpy(insn->bytes, code, ext->len);
     return true;
+  }
+
+  // A jcc/jmp/call with a relative target or a ret at addr, decoded without capstone.
+  std::optional<FlowInsn> simple_flow(uint64_t addr) {
+    ensure(addr);
+    if (addr < buf_addr || addr >= buf_addr + buf.size()) return std::nullopt;
+    const size_t off = addr - buf_addr;
+    auto br = simple_branch(std::span<const uint8_t>(buf.data() + off, buf.size() - off));
+    if (!br) return std::nullopt;
+    FlowInsn f;
+    f.addr = addr;
+    f.len = br->len;
+    std::memcpy(f.bytes, buf.data() + off, br->len);
+    switch (br->kind) {
+      case X86Branch::Kind::CondJump: f.kind = FlowKind::CondJump; break;
+      case X86Branch::Kind::Jump: f.kind = FlowKind::Jump; break;
+      case X86Branch::Kind::Call: f.kind = FlowKind::Call; break;
+      case X86Branch::Kind::Return: f.kind = FlowKind::Return; break;
+    }
+    if (br->kind != X86Branch::Kind::Return) f.direct_target = addr + br->len + static_cast<int64_t>(br->rel);
+    return f;
   }
 
   // Fills a FlowInsn for the instruction decoded in `insn` with class c (re-decodes with detail
@@ -141,7 +174,9 @@ struct BlockCache::Impl {
                          c == IdClass::Loop;
     if (needs_operand) {
       cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
+      detail_on = true;
       bool ok = decode(addr);
+      detail_on = false;
       cs_option(handle, CS_OPT_DETAIL, CS_OPT_OFF);
       const cs_x86* x = ok ? &insn->detail->x86 : nullptr;
       if (x && x->op_count >= 1 && x->operands[0].type == X86_OP_IMM) {
@@ -182,6 +217,12 @@ struct BlockCache::Impl {
     };
     for (uint32_t n = 1;; ++n) {
       recent[(n - 1) % Block::kTailBytes] = addr;
+      if (auto f = simple_flow(addr)) {  // the usual block end, without capstone
+        b.tail_start = tail_of(addr + f->len, n);
+        b.end = *f;
+        b.insn_count = n;
+        return b;
+      }
       if (!decode(addr)) {
         if (addr == pc && (buf.empty() || addr >= buf_addr + buf.size()))
           return Error{EIO, fmt::format("Cannot read code at 0x{:x}.", addr)};
@@ -230,6 +271,7 @@ Result<std::pair<uint8_t, std::optional<FlowInsn>>> BlockCache::insn_at(uint64_t
     if (impl_->buf.empty()) return Error{EIO, fmt::format("Cannot read code at 0x{:x}.", pc)};
     return Error{EILSEQ, fmt::format("Cannot decode the instruction at 0x{:x}.", pc)};
   }
+  if (auto f = impl_->simple_flow(pc)) return std::pair<uint8_t, std::optional<FlowInsn>>{f->len, f};
   auto len = static_cast<uint8_t>(impl_->insn->size);
   IdClass c = classify_id(impl_->insn->id);
   std::optional<FlowInsn> flow;

@@ -198,7 +198,39 @@ Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const ui
   const uint8_t* p = code.data();
   size_t size = code.size();
   uint64_t a = addr;
+  // rax effects serve only syscall_number(), which looks at code ending in `syscall`; capstone's
+  // register-access query costs more than the decode itself, so other code goes without.
+  const bool want_rax = size >= 2 && p[size - 2] == 0x0f && p[size - 1] == 0x05;
   while (size > 0) {
+    // A common instruction (never the control-flow one): its length and [rip+disp32] are all
+    // a displaced copy needs. Not where rax effects are wanted.
+    if (!want_rax) {
+      if (auto len = common_insn_length(std::span<const uint8_t>(p, size))) {
+        Insn in;
+        in.addr = a;
+        in.len = len->len;
+        std::memcpy(in.bytes, p, len->len);
+        in.rip_relative = len->rip_relative;
+        in.disp_offset = len->disp_offset;
+        out.push_back(in);
+        p += len->len;
+        size -= len->len;
+        a += len->len;
+        continue;
+      }
+    }
+    if (auto br = simple_branch(std::span<const uint8_t>(p, size))) {  // jcc/jmp/call rel, ret
+      Insn in;
+      in.addr = a;
+      in.len = br->len;
+      std::memcpy(in.bytes, p, br->len);
+      in.flow = true;
+      out.push_back(in);
+      p += br->len;
+      size -= br->len;
+      a += br->len;
+      continue;
+    }
     if (!cs_disasm_iter(h, &p, &size, &a, ci)) {
       // What capstone 4 lacks (AVX-512 mask/compare forms, rdpkru) is never control flow: its
       // length and [rip+disp32] offset are enough to displace it.
@@ -224,7 +256,7 @@ Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const ui
     in.flow = is_flow_id(ci->id);
     const cs_x86& x = ci->detail->x86;
     in.operand_size_16 = x.prefix[2] == 0x66;
-    rax_effect(h, ci, in);
+    if (want_rax) rax_effect(h, ci, in);
     for (uint8_t i = 0; i < x.op_count; ++i) {
       const cs_x86_op& op = x.operands[i];
       // [rip+disp] always has a disp32 in 64-bit mode. capstone 4 reports disp_size 2 when

@@ -58,6 +58,7 @@ struct Insn {
   bool operand_size_16 = false;    // 66 prefix (16-bit branch forms are not patched)
   // What it does to rax: `mov $imm, %eax/%rax` or `xor %eax,%eax` leave a known value
   // (rax_known); any other write (explicit or implicit) makes rax unknown (writes_rax).
+  // decode_all() fills these only when the code it decodes ends in `syscall`.
   bool writes_rax = false;
   std::optional<uint64_t> rax_known;
 };

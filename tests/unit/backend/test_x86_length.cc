@@ -1,8 +1,16 @@
 // extended_insn_length against objdump (binutils 2.40): the byte sequences are instructions of
 // Debian 12's libc.so.6 that capstone 4 cannot decode (glibc's *_evex string functions), and
-// VEX/EVEX forms around them; lengths as objdump reports them.
+// VEX/EVEX forms around them; lengths as objdump reports them. common_insn_length against
+// capstone itself, on all of libc and libstdc++ and on random bytes.
+#include <capstone/capstone.h>
 #include <catch2/catch.hpp>
+#include <elf.h>
+#include <fmt/format.h>
 
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
 #include <vector>
 
 #include "backend/decoder.h"
@@ -106,4 +114,129 @@ TEST_CASE("BlockCache: a block made of AVX-512 mask instructions ends at its rea
   REQUIRE(one);
   CHECK(one->first == 4);
   CHECK_FALSE(one->second);
+}
+
+// ---------------------------------------------------------------- common_insn_length vs capstone
+
+namespace {
+
+struct Capstone {
+  csh h = 0;
+  cs_insn* insn = nullptr;
+  Capstone() {
+    REQUIRE(cs_open(CS_ARCH_X86, CS_MODE_64, &h) == CS_ERR_OK);
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    insn = cs_malloc(h);
+  }
+  ~Capstone() {
+    cs_free(insn, 1);
+    cs_close(&h);
+  }
+  bool decode(const uint8_t* p, size_t size, uint64_t addr) {
+    return cs_disasm_iter(h, &p, &size, &addr, insn);
+  }
+  // Anything that transfers control, traps or is a system call.
+  bool flow() const {
+    for (int g : {CS_GRP_JUMP, CS_GRP_CALL, CS_GRP_RET, CS_GRP_INT, CS_GRP_IRET})
+      if (cs_insn_group(h, insn, g)) return true;
+    switch (insn->id) {
+      case X86_INS_SYSCALL: case X86_INS_SYSENTER: case X86_INS_SYSEXIT: case X86_INS_SYSRET:
+      case X86_INS_UD0: case X86_INS_UD2: case X86_INS_UD2B: case X86_INS_HLT: case X86_INS_XBEGIN:
+      case X86_INS_XABORT: case X86_INS_LJMP: case X86_INS_LCALL: case X86_INS_INT3:
+        return true;
+      default:
+        return false;
+    }
+  }
+  bool rip_relative() const {
+    const cs_x86& x = insn->detail->x86;
+    for (uint8_t i = 0; i < x.op_count; ++i)
+      if (x.operands[i].type == X86_OP_MEM && x.operands[i].mem.base == X86_REG_RIP) return true;
+    return false;
+  }
+};
+
+// The bytes of an ELF file's .text section (empty when it cannot be read).
+std::vector<uint8_t> text_of(const char* path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (file.size() < sizeof(Elf64_Ehdr)) return {};
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, file.data(), sizeof eh);
+  if (eh.e_shoff + uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr) > file.size() || eh.e_shstrndx >= eh.e_shnum) return {};
+  auto shdr = [&](size_t i) {
+    Elf64_Shdr s;
+    std::memcpy(&s, file.data() + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof s);
+    return s;
+  };
+  Elf64_Shdr names = shdr(eh.e_shstrndx);
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr s = shdr(i);
+    if (names.sh_offset + s.sh_name + 6 > file.size()) continue;
+    if (std::strcmp(reinterpret_cast<const char*>(file.data() + names.sh_offset + s.sh_name), ".text") != 0) continue;
+    if (s.sh_offset + s.sh_size > file.size()) return {};
+    return std::vector<uint8_t>(file.begin() + static_cast<long>(s.sh_offset), file.begin() + static_cast<long>(s.sh_offset + s.sh_size));
+  }
+  return {};
+}
+
+// Where common_insn_length answers for the bytes at p, capstone decodes the same length, no
+// control flow, and the same [rip+disp32] (its disp32 at the same offset).
+void check_against(Capstone& cs, const uint8_t* p, size_t size, size_t* answered) {
+  auto fast = common_insn_length(std::span<const uint8_t>(p, size));
+  if (!fast) return;
+  ++*answered;
+  INFO("bytes " << [&] {
+    std::string s;
+    for (size_t i = 0; i < std::min<size_t>(size, 15); ++i) s += fmt::format("{:02x} ", p[i]);
+    return s;
+  }());
+  REQUIRE(cs.decode(p, size, 0x1000));
+  INFO(cs.insn->mnemonic << " " << cs.insn->op_str);
+  REQUIRE(cs.insn->size == fast->len);
+  REQUIRE_FALSE(cs.flow());
+  REQUIRE(cs.rip_relative() == fast->rip_relative);
+  if (fast->rip_relative) REQUIRE(cs.insn->detail->x86.encoding.disp_offset == fast->disp_offset);
+}
+
+}  // namespace
+
+TEST_CASE("x86 length: common instructions as capstone decodes them (libc, libstdc++)", "[x86len]") {
+  Capstone cs;
+  for (const char* lib : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6"}) {
+    auto text = text_of(lib);
+    if (text.empty()) continue;  // not on this machine
+    size_t total = 0, answered = 0;
+    // A linear sweep as capstone decodes it (data between functions is decoded too: what
+    // capstone makes of it is checked the same way).
+    for (size_t at = 0; at < text.size();) {
+      size_t size = text.size() - at;
+      check_against(cs, text.data() + at, size, &answered);
+      ++total;
+      if (cs.decode(text.data() + at, size, 0x1000)) at += cs.insn->size;
+      else if (auto ext = extended_insn_length(std::span<const uint8_t>(text.data() + at, size))) at += ext->len;
+      else ++at;
+    }
+    INFO(lib << ": " << answered << " of " << total << " instructions without capstone");
+    CHECK(total > 10000);
+    CHECK(answered * 2 > total);  // most of them: else the fast path no longer pays
+  }
+}
+
+TEST_CASE("x86 length: common instructions as capstone decodes them (random bytes)", "[x86len]") {
+  Capstone cs;
+  std::mt19937_64 rng(20261124);
+  // Prefixes, REX and opcodes drawn often enough that every table entry is met with many
+  // ModRM/SIB/immediate combinations.
+  const uint8_t prefixes[] = {0x66, 0xf2, 0xf3, 0x2e, 0x3e, 0x64, 0x65, 0x67, 0xf0, 0x48, 0x41, 0x4c, 0x40};
+  size_t answered = 0;
+  for (int round = 0; round < 400000; ++round) {
+    uint8_t buf[15];
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    size_t k = 0;
+    for (int np = static_cast<int>(rng() % 4); np > 0; --np) buf[k++] = prefixes[rng() % sizeof prefixes];
+    if (rng() % 2) buf[k] = 0x0f;  // half of them in the 0F map
+    check_against(cs, buf, sizeof buf, &answered);
+  }
+  CHECK(answered > 100000);
 }
