@@ -1019,7 +1019,13 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   };
   size_t count = 0, end = 0;
   Branch last;
+  // (offset, branches before it) every kMark branches: the second pass starts near the first
+  // branch kept instead of walking the whole ring again.
+  constexpr size_t kMark = 4096;
+  drain_marks_.clear();
   for (size_t i = 0; i + 4 <= bytes;) {
+    if (count % kMark == 0 && (drain_marks_.empty() || drain_marks_.back().second != count))
+      drain_marks_.emplace_back(i, count);
     uint64_t to = 0;
     const Edge* e = entry(i, to);
     if (!e) break;
@@ -1031,7 +1037,13 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   size_t skip = count - std::min(count, tracer_->branches_kept(tid));
   batch_.clear();
   batch_.reserve(count - skip);
-  for (size_t i = 0, n = 0; i < end;) {
+  size_t start = 0, before = 0;
+  for (const auto& [at, n] : drain_marks_) {
+    if (n > skip) break;
+    start = at;
+    before = n;
+  }
+  for (size_t i = start, n = before; i < end;) {
     uint32_t word;
     std::memcpy(&word, drain_buf_.data() + i, 4);
     i += 4;

@@ -270,6 +270,7 @@ class PatchTracer {
   std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
   std::unordered_map<uint64_t, std::vector<uint8_t>> code_pages_;  // page -> original bytes (read_code)
   std::vector<uint8_t> drain_buf_;
+  std::vector<std::pair<size_t, size_t>> drain_marks_;  // drain(): (offset, branches before it)
   std::vector<Branch> batch_;
   Stats stats_;
 };
