@@ -1,10 +1,13 @@
 // A bounded ring of taken branches for one thread, with the read positions GDB's `all`, `new`
-// and `delta` reads need. Memory is proportional to the configured size (24 bytes a branch,
-// like a BTS record).
+// and `delta` reads need. The configured size counts 24 bytes a branch, like a BTS record;
+// memory is 4 bytes a branch stored (ids into a dictionary of the distinct branches: a history
+// of millions repeats a few thousand), so that keeping millions costs little to write.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/error.h"
@@ -46,8 +49,31 @@ class BranchRing {
   // The newest n branches, oldest first (monitor btrace history/calls).
   std::vector<Branch> newest(size_t n) const;
 
+  // The block-patching source's drain: `entries` in order, each either the caller's id of a
+  // fixed branch (resolved through `fixed` the first time this ring meets that id, then by
+  // table) or kExplicit | i for explicit_branches[i]. The caller's ids hold until
+  // forget_fixed() (a new numbering).
+  static constexpr uint32_t kExplicit = 0x80000000u;
+  void push_entries(std::span<const uint32_t> entries, std::span<const Branch> explicit_branches,
+                    const std::function<Branch(uint32_t)>& fixed);
+  void forget_fixed() { fixed_.clear(); }
+  size_t distinct() const { return dict_.size(); }  // dictionary entries (tests)
+
  private:
-  std::vector<Branch> ring_;
+  struct BranchHash {
+    size_t operator()(const Branch& b) const { return (b.from * 0x9e3779b97f4a7c15ull) ^ (b.to * 0xc2b2ae3d27d4eb4full); }
+  };
+  struct BranchEq {
+    bool operator()(const Branch& a, const Branch& b) const { return a.from == b.from && a.to == b.to; }
+  };
+  uint32_t intern(const Branch& b);
+  void append_ids(const uint32_t* ids, size_t n);
+  void compact();  // the dictionary keeps only what the ring holds (bounded memory)
+
+  std::vector<uint32_t> ring_;  // dictionary ids
+  std::vector<Branch> dict_;    // id -> branch
+  std::unordered_map<Branch, uint32_t, BranchHash, BranchEq> index_;  // branch -> id
+  std::vector<uint32_t> fixed_;  // push_entries: the caller's id -> dictionary id + 1 (0: unseen)
   uint64_t head_ = 0;       // total pushed
   uint64_t last_read_ = 0;  // head at the previous read
   uint64_t size_bytes_ = 0;

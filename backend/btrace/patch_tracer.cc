@@ -43,7 +43,9 @@ uint64_t pc_of(pid_t tid) {
 
 PatchTracer::PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code,
                          std::unique_ptr<TraceManager>& tracer)
-    : mem_(mem), breakpoints_(breakpoints), code_(code), tracer_(tracer), pid_(mem.pid()) {}
+    : mem_(mem), breakpoints_(breakpoints), code_(code), tracer_(tracer), pid_(mem.pid()) {
+  if (tracer_) tracer_->forget_fixed_ids();  // edge ids start again from 0: histories must not reuse the old ones
+}
 
 PatchTracer::~PatchTracer() = default;
 
@@ -988,9 +990,9 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   drain_buf_.resize(head - r.begin);
   auto got = mem_.read(r.begin, drain_buf_);
   if (!got) return 0;
-  // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Two passes: all of
-  // them for the inline caches and the count, then only the newest the history keeps are
-  // built (a 1 MiB BTS-sized history keeps 43,690 of the millions a drain may bring).
+  // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Only the newest
+  // the history keeps are passed on (a 1 MiB BTS-sized history keeps 43,690 of the millions a
+  // drain may bring); every entry moves the inline caches.
   const size_t bytes = *got;
   auto entry = [&](size_t& i, uint64_t& to) -> const Edge* {
     uint32_t word;
@@ -1017,11 +1019,27 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
     }
     return &e;
   };
-  size_t count = 0, end = 0;
+  size_t count = 0;
   Branch last;
-  // (offset, branches before it) every kMark branches: the second pass starts near the first
-  // branch kept instead of walking the whole ring again.
+  // The ring's entry ids go to the history as they are (resolved through edges_ once per
+  // history); only a dynamic entry's branch is spelled out.
+  entries_.clear();
+  batch_.clear();
+  auto keep = [&](uint32_t word, const Edge& e, uint64_t to) {
+    if (word & patch::kDynamicEntry) {
+      entries_.push_back(BranchRing::kExplicit | static_cast<uint32_t>(batch_.size()));
+      batch_.push_back(Branch{e.from, to});
+    } else {
+      entries_.push_back(word);
+    }
+  };
+  const size_t kept = tracer_->branches_kept(tid);
+  // Two passes: all entries for the inline caches and the count, then only the newest the
+  // history keeps (one pass that keeps everything measured slower). (offset, branches before
+  // it) every kMark branches: the second pass starts near the first branch kept instead of
+  // walking the whole ring again.
   constexpr size_t kMark = 4096;
+  size_t end = 0;
   drain_marks_.clear();
   for (size_t i = 0; i + 4 <= bytes;) {
     if (count % kMark == 0 && (drain_marks_.empty() || drain_marks_.back().second != count))
@@ -1030,13 +1048,12 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
     const Edge* e = entry(i, to);
     if (!e) break;
     end = i;
-    if (to == e->from + e->len) continue;  // to the next instruction: straight-line in a trace
+    if (to == e->from + e->len) continue;
     last = Branch{e->from, to};
     ++count;
   }
-  size_t skip = count - std::min(count, tracer_->branches_kept(tid));
-  batch_.clear();
-  batch_.reserve(count - skip);
+  size_t skip = count - std::min(count, kept);
+  entries_.reserve(count - skip);
   size_t start = 0, before = 0;
   for (const auto& [at, n] : drain_marks_) {
     if (n > skip) break;
@@ -1054,9 +1071,9 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
       i += 8;
     }
     if (to == e.from + e.len) continue;
-    if (n++ >= skip) batch_.push_back(Branch{e.from, to});
+    if (n++ >= skip) keep(word, e, to);
   }
-  tracer_->record_many(tid, batch_);
+  tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
   uint8_t reset[8];
   std::memcpy(reset, &r.begin, 8);
   (void)mem_.write(r.head_addr, reset);

@@ -271,7 +271,8 @@ class PatchTracer {
   std::unordered_map<uint64_t, std::vector<uint8_t>> code_pages_;  // page -> original bytes (read_code)
   std::vector<uint8_t> drain_buf_;
   std::vector<std::pair<size_t, size_t>> drain_marks_;  // drain(): (offset, branches before it)
-  std::vector<Branch> batch_;
+  std::vector<Branch> batch_;       // drain(): the dynamic entries' branches
+  std::vector<uint32_t> entries_;   // drain(): edge ids, or BranchRing::kExplicit | index in batch_
   Stats stats_;
 };
 

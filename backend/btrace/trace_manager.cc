@@ -286,13 +286,23 @@ size_t TraceManager::branches_kept(pid_t tid) const {
   return t.ring && t.kind == Kind::Software ? t.ring->capacity() : 0;
 }
 
-void TraceManager::record_many(pid_t tid, std::span<const Branch> branches) {
+void TraceManager::record_entries(pid_t tid, std::span<const uint32_t> entries,
+                                  std::span<const Branch> explicit_branches,
+                                  const std::function<Branch(uint32_t)>& fixed) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;
   ThreadTrace& t = it->second;
-  if (t.ring && t.kind == Kind::Software) t.ring->push_many(branches);
+  if (t.ring && t.kind == Kind::Software) t.ring->push_entries(entries, explicit_branches, fixed);
   if (t.coverage && sink_)
-    for (const Branch& b : branches) sink_->branch(tid, b.from, b.to);
+    for (uint32_t e : entries) {
+      Branch b = (e & BranchRing::kExplicit) ? explicit_branches[e & ~BranchRing::kExplicit] : fixed(e);
+      sink_->branch(tid, b.from, b.to);
+    }
+}
+
+void TraceManager::forget_fixed_ids() {
+  for (auto& [tid, t] : threads_)
+    if (t.ring) t.ring->forget_fixed();
 }
 
 void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc) {

@@ -59,9 +59,13 @@ class TraceManager : public BranchTracer {
   // patched code (their branches come from the inferior's ring, then from the engine as usual).
   bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
-  // Many branches of one thread, oldest first (block patching drains its ring with one call).
-  void record_many(pid_t tid, std::span<const Branch> branches);
-  // How many of a batch's newest branches record_many() keeps at most for tid (its ring's
+  // Many branches of one thread, oldest first (block patching drains its ring with one call):
+  // see BranchRing::push_entries. The ids are the caller's; forget_fixed_ids() when they are
+  // numbered anew (a new block-patching tracer).
+  void record_entries(pid_t tid, std::span<const uint32_t> entries, std::span<const Branch> explicit_branches,
+                      const std::function<Branch(uint32_t)>& fixed);
+  void forget_fixed_ids();
+  // How many of a batch's newest branches record_entries() keeps at most for tid (its ring's
   // capacity; every one while a coverage sink sees them): a drainer builds no more than that.
   size_t branches_kept(pid_t tid) const;
   // The thread stopped: LBR-backed threads take their snapshot now; while coverage runs, a

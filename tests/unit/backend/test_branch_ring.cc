@@ -147,3 +147,73 @@ TEST_CASE("push_many keeps what push keeps, across the wrap", "[btrace]") {
   }
   CHECK(b.back().from == all.back().from);
 }
+
+namespace {
+bool same(const std::vector<Branch>& a, const std::vector<Branch>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].from != b[i].from || a[i].to != b[i].to) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("push_entries: the caller's ids and explicit branches keep what push keeps", "[btrace]") {
+  // The block-patching drain: ids of fixed edges (resolved once per ring), explicit branches
+  // for dynamic targets, in one order; across the wrap of a 10-branch ring.
+  const std::vector<Branch> edges = {{0x100, 0x200}, {0x210, 0x100}, {0x300, 0x400}};
+  int lookups = 0;
+  auto fixed = [&](uint32_t id) {
+    ++lookups;
+    return edges.at(id);
+  };
+  BranchRing one(10 * BranchRing::kBytesPerBranch), ids(10 * BranchRing::kBytesPerBranch);
+  std::vector<uint32_t> entries;
+  std::vector<Branch> explicit_branches;
+  for (uint32_t i = 0; i < 17; ++i) {
+    if (i % 4 == 3) {
+      Branch b{0x500 + i, 0x600 + i};
+      entries.push_back(BranchRing::kExplicit | static_cast<uint32_t>(explicit_branches.size()));
+      explicit_branches.push_back(b);
+      one.push(b.from, b.to);
+    } else {
+      entries.push_back(i % 3);
+      one.push(edges[i % 3].from, edges[i % 3].to);
+    }
+  }
+  ids.push_entries(std::span<const uint32_t>(entries).subspan(0, 5), explicit_branches, fixed);
+  ids.push_entries(std::span<const uint32_t>(entries).subspan(5), explicit_branches, fixed);
+  CHECK(ids.total() == one.total());
+  CHECK(same(ids.newest(10), one.newest(10)));
+  CHECK(lookups == 3);  // each fixed id once
+  auto blocks_one = one.read(TraceRead::All, 0x700), blocks_ids = ids.read(TraceRead::All, 0x700);
+  REQUIRE(blocks_one.ok());
+  REQUIRE(blocks_ids.ok());
+  CHECK(flat(*blocks_one) == flat(*blocks_ids));
+
+  SECTION("forget_fixed: a new numbering is resolved anew") {
+    ids.forget_fixed();
+    const std::vector<Branch> renumbered = {{0x900, 0x910}};
+    ids.push_entries(std::vector<uint32_t>{0}, {}, [&](uint32_t id) { return renumbered.at(id); });
+    auto last = ids.newest(1);
+    REQUIRE(last.size() == 1);
+    CHECK(last[0].from == 0x900);
+  }
+}
+
+TEST_CASE("branch ring: the dictionary of distinct branches stays bounded by what the ring holds", "[btrace]") {
+  // Branches that never repeat (code generated at run time): the ring keeps 100 of them, the
+  // dictionary is rebuilt from those before it grows without bound; the history is unchanged.
+  BranchRing ring(100 * BranchRing::kBytesPerBranch);
+  std::vector<uint32_t> fixed_ids{0};
+  for (uint64_t i = 0; i < 200000; ++i) {
+    ring.push(0x10000 + i, 0x20000 + i);
+    if (i % 1000 == 0) ring.push_entries(fixed_ids, {}, [](uint32_t) { return Branch{0x1, 0x2}; });
+  }
+  CHECK(ring.distinct() <= 2 * 100 + 65536 + 1);
+  auto last = ring.newest(3);
+  REQUIRE(last.size() == 3);
+  CHECK(last[0].from == 0x10000 + 199997);
+  CHECK(last[1].from == 0x10000 + 199998);
+  CHECK(last[2].from == 0x10000 + 199999);
+  CHECK(last[2].to == 0x20000 + 199999);
+}
