@@ -316,7 +316,7 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStep
 }
 
 void decide_mechanisms(ProbeReport& r) {
-  r.best_source = r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "software";
+  r.best_source = r.perf_bts_works ? "perf-bts" : r.lbr_module ? "lbr" : "patch";
   r.stepbranch_mechanism = r.btf_works ? "singleblock" : "software";
   r.watchpoints = r.debug_registers_work ? "hardware" : "emulated";
 }

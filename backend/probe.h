@@ -50,7 +50,7 @@ struct ProbeReport {
 ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr,
                       const BlockStepProbe* block_step = nullptr);
 // What the server uses, from the mechanisms that work: the branch source (perf BTS, else the LBR
-// module, else software), stepbranch (single-block where BTF works) and watchpoints.
+// module, else block patching), stepbranch (single-block where BTF works) and watchpoints.
 void decide_mechanisms(ProbeReport& report);
 // An aligned human-readable table plus the decisions.
 std::string format_probe(const ProbeReport& report);

@@ -20,7 +20,7 @@ namespace backend {
 class LbrFeed;
 
 // Patch: the software source with hot block ends patched to record into a ring in the
-// inferior (backend/btrace/patch_tracer.h); only when asked for (auto never picks it).
+// inferior (backend/btrace/patch_tracer.h); what auto uses where perf BTS does not open.
 enum class TraceSource { Auto, PerfBts, Lbr, Software, Patch };
 // The format GDB asked for: Qbtrace:bts (blocks) or Qbtrace:pt (a raw Intel PT stream).
 enum class TraceFormat { Bts, Pt };

@@ -41,12 +41,12 @@ TEST_CASE("probe: the decisions from what works", "[probe]") {
   // Every combination, against a table written out by hand.
   struct Case { bool bts, lbr, btf, dr; const char *source, *step, *watch; };
   const Case cases[] = {
-      {false, false, false, false, "software", "software", "emulated"},
+      {false, false, false, false, "patch", "software", "emulated"},
       {true, false, false, false, "perf-bts", "software", "emulated"},
       {false, true, false, false, "lbr", "software", "emulated"},
       {true, true, false, false, "perf-bts", "software", "emulated"},
-      {false, false, true, false, "software", "singleblock", "emulated"},
-      {false, false, false, true, "software", "software", "hardware"},
+      {false, false, true, false, "patch", "singleblock", "emulated"},
+      {false, false, false, true, "patch", "software", "hardware"},
       {true, true, true, true, "perf-bts", "singleblock", "hardware"},
   };
   for (const Case& c : cases) {
@@ -95,7 +95,7 @@ TEST_CASE("probe: on a virtual machine BTF is reported ignored", "[probe]") {
     CHECK(find(r, "perf BTS")->detail.find("Failed to start recording: No such file or directory (no hardware PMU") == 0);
     CHECK(find(r, "perf BTS")->detail.find("ENOENT") != std::string::npos);
     CHECK_FALSE(find(r, "LBR branch stack")->works);
-    CHECK(r.best_source == (r.lbr_module ? "lbr" : "software"));
+    CHECK(r.best_source == (r.lbr_module ? "lbr" : "patch"));
   }
 }
 

@@ -74,7 +74,7 @@ TEST_CASE("a thread's exit frees its trace") {
   CHECK(tm.history(5, 10).empty());
 }
 
-TEST_CASE("auto falls back to software where perf BTS cannot open; explicit bts says why") {
+TEST_CASE("auto falls back to the software source with block patching where perf BTS cannot open; explicit bts says why") {
   uint64_t pc = 0;
   TraceManager automatic(TraceSource::Auto, [&](pid_t) { return pc; });
   REQUIRE(automatic.enable(getpid()).ok());
@@ -361,7 +361,9 @@ TEST_CASE("auto keeps why perf BTS was refused and says which source it chose", 
   CHECK(all.find("perf-bts: not used: TEST ring file /nonexistent/ring: No such file or directory") != std::string::npos);
   CHECK(all.find("lbr: not available: msr_helper: not loaded") != std::string::npos);
   CHECK(all.find("pt: not available: Failed to open /sys/bus/event_source/devices/intel_pt/type") != std::string::npos);
-  CHECK(all.find("software: used: auto falls back to it") != std::string::npos);
+  CHECK(all.find("software: used with block patching (auto falls back to it)") != std::string::npos);
+  CHECK(automatic.patch_traced(getpid()));  // the engine may run it through patched code
+  CHECK(automatic.source_name() == "patch");
 }
 
 TEST_CASE("pt: refused with the reason where it is not available", "[trace-explain]") {
