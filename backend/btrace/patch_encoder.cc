@@ -201,34 +201,31 @@ Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const ui
   // rax effects serve only syscall_number(), which looks at code ending in `syscall`; capstone's
   // register-access query costs more than the decode itself, so other code goes without.
   const bool want_rax = size >= 2 && p[size - 2] == 0x0f && p[size - 1] == 0x05;
+  // An instruction measured without capstone: taken as it is, and the cursor moves past it.
+  auto take = [&](uint8_t len, bool flow, bool rip_relative, uint8_t disp_offset) -> Insn& {
+    Insn& in = out.emplace_back();
+    in.addr = a;
+    in.len = len;
+    std::memcpy(in.bytes, p, len);
+    in.flow = flow;
+    in.rip_relative = rip_relative;
+    in.disp_offset = disp_offset;
+    p += len;
+    size -= len;
+    a += len;
+    return in;
+  };
   while (size > 0) {
     // A common instruction (never the control-flow one): its length and [rip+disp32] are all
     // a displaced copy needs. Not where rax effects are wanted.
     if (!want_rax) {
       if (auto len = common_insn_length(std::span<const uint8_t>(p, size))) {
-        Insn in;
-        in.addr = a;
-        in.len = len->len;
-        std::memcpy(in.bytes, p, len->len);
-        in.rip_relative = len->rip_relative;
-        in.disp_offset = len->disp_offset;
-        out.push_back(in);
-        p += len->len;
-        size -= len->len;
-        a += len->len;
+        take(len->len, false, len->rip_relative, len->disp_offset);
         continue;
       }
     }
     if (auto br = simple_branch(std::span<const uint8_t>(p, size))) {  // jcc/jmp/call rel, ret
-      Insn in;
-      in.addr = a;
-      in.len = br->len;
-      std::memcpy(in.bytes, p, br->len);
-      in.flow = true;
-      out.push_back(in);
-      p += br->len;
-      size -= br->len;
-      a += br->len;
+      take(br->len, true, false, 0);
       continue;
     }
     if (!cs_disasm_iter(h, &p, &size, &a, ci)) {
@@ -236,17 +233,7 @@ Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const ui
       // length and [rip+disp32] offset are enough to displace it.
       auto ext = extended_insn_length(std::span<const uint8_t>(p, size));
       if (!ext) break;
-      Insn in;
-      in.addr = a;
-      in.len = ext->len;
-      std::memcpy(in.bytes, p, ext->len);
-      in.rip_relative = ext->rip_relative;
-      in.disp_offset = ext->disp_offset;
-      in.writes_rax = true;  // rdpkru does; the rest is not looked at closely
-      out.push_back(in);
-      p += ext->len;
-      size -= ext->len;
-      a += ext->len;
+      take(ext->len, false, ext->rip_relative, ext->disp_offset).writes_rax = true;  // rdpkru does; the rest is not looked at closely
       continue;
     }
     Insn in;
