@@ -362,9 +362,11 @@ void BranchStepper::settle(LinuxThread& t) {
     const auto& s = patch_->stats();
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
-        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites{}",
+        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites; "
+        "{} areas shared with the server{}{}",
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
-        int3_stops_,
+        int3_stops_, s.shared_areas,
+        s.private_areas ? fmt::format(", {} private ({})", s.private_areas, patch_->private_why()) : std::string(),
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
     std::string_view sep = "; areas in the program: ";  // data area first, then stub areas
     for (auto [lo, hi] : patch_->areas()) {

@@ -125,12 +125,13 @@ bool PatchTracer::sync_regions() {
 Result<void> PatchTracer::setup(pid_t tid) {
   if (!sync_regions()) return Error{EIO, "cannot read the process's memory map"};
   if (regions_.empty()) return Error{ENOENT, "no executable mapping of a file"};
-  // The data area: the table (stubs address it absolutely: its targets, then where each leads),
-  // then one page of code, the scratch `syscall` of later injections; anywhere. Rings are
-  // mapped per thread (ring_for).
+  // The data page: the scratch `syscall` of later injections (code only the server runs) and
+  // the name the shared areas show in the program's maps. Then the table (stubs address it
+  // absolutely: its targets, then where each leads), anywhere. Rings are mapped per thread
+  // (ring_for), stub areas per module (map_code_area).
   uint64_t table_bytes = uint64_t{kTableSlots} * 8;
   ring_bytes_ = tracer_->patch_ring_bytes() ? (tracer_->patch_ring_bytes() + kPage - 1) & ~(kPage - 1) : kRingBytes;
-  data_size_ = 2 * table_bytes + kPage;
+  data_size_ = kPage;
   // A hint well below every module (not where the next library would go); only a hint.
   uint64_t lowest = UINT64_MAX;
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
@@ -142,16 +143,44 @@ Result<void> PatchTracer::setup(pid_t tid) {
   if (!r) return r.error();
   if (failed(*r)) return Error{static_cast<int>(-*r), "mmap in the program failed"};
   data_ = static_cast<uint64_t>(*r);
-  table_addr_ = data_;
-  table_mask_ = kTableSlots - 1;
-  scratch_ = data_ + 2 * table_bytes;
+  scratch_ = data_;
+  name_ = data_ + 64;
+  static constexpr char kName[] = "branchstub-patch";
+  if (auto w = mem_.write(name_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kName), sizeof kName));
+      !w || *w != sizeof kName)
+    return Error{EIO, "cannot write the data page"};
   auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {scratch_, kPage, PROT_READ | PROT_EXEC, 0, 0, 0});
   if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
+  table_size_ = 2 * table_bytes;
+  if (auto t = map_shared(tid, hint + kPage, false, table_size_, PROT_READ | PROT_WRITE)) {
+    table_addr_ = t->addr;
+    writes_.add_area(table_addr_, table_addr_ + table_size_, true, std::move(t->view));
+  } else {
+    auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
+                                   {hint + kPage, table_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                    static_cast<uint64_t>(-1), 0},
+                                   scratch_);
+    if (!m) return m.error();
+    if (failed(*m)) return Error{static_cast<int>(-*m), "mmap in the program failed"};
+    table_addr_ = static_cast<uint64_t>(*m);
+    writes_.add_area(table_addr_, table_addr_ + table_size_, true);
+  }
+  table_mask_ = kTableSlots - 1;
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
-  writes_.add_area(table_addr_, table_addr_ + 2 * table_bytes, true);
   ready_ = true;
   return {};
+}
+
+std::optional<patch::SharedMapping> PatchTracer::map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot) {
+  auto m = patch::map_shared(pid_, tid, mem_, addr, exact, size, prot, scratch_, name_);
+  if (m) {
+    ++stats_.shared_areas;
+    return std::move(*m);
+  }
+  ++stats_.private_areas;
+  if (private_why_.empty()) private_why_ = m.error().message;
+  return std::nullopt;
 }
 
 Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
@@ -170,6 +199,13 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   if (!at) at = patch::free_range_near(used, r.lo, r.hi, size);
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
   if (!flush_all()) return Error{EIO, "cannot write the program's code"};
+  if (auto shared = map_shared(tid, *at, true, size, PROT_READ | PROT_EXEC)) {
+    r.code_begin = r.code_next = *at;
+    r.code_end = *at + size;
+    code_areas_.emplace_back(*at, *at + size);
+    writes_.add_area(*at, *at + size, false, std::move(shared->view));
+    return {};
+  }
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
                                   static_cast<uint64_t>(-1), 0},
@@ -200,22 +236,44 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
   } else {
     uint64_t size = kPage + ring_bytes_ + kPage;
     if (!flush_all()) return nullptr;
-    auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                   {0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
-                                   scratch_);
-    if (!m || failed(*m)) return nullptr;
-    r.head_addr = static_cast<uint64_t>(*m);
+    if (auto shared = map_shared(tid, 0, false, size, PROT_READ | PROT_WRITE)) {
+      r.head_addr = shared->addr;
+      r.view = shared->view.data();
+      ring_views_.push_back(std::move(shared->view));
+    } else {
+      auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
+                                     {0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
+                                     scratch_);
+      if (!m || failed(*m)) return nullptr;
+      r.head_addr = static_cast<uint64_t>(*m);
+    }
     r.begin = r.head_addr + kPage;
     r.end = r.begin + ring_bytes_;
     auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {r.end, kPage, PROT_NONE, 0, 0, 0}, scratch_);
     if (!g || *g != 0) return nullptr;
   }
-  uint8_t head[8];
-  std::memcpy(head, &r.begin, 8);
-  if (auto w = mem_.write(r.head_addr, head); !w || *w != 8) return nullptr;
+  if (!set_head(r, r.begin)) return nullptr;
   r.gs_set = false;
   r.last.reset();
   return &rings_.emplace(tid, r).first->second;
+}
+
+uint64_t PatchTracer::head_of(const Ring& r) const {
+  if (r.view) return __atomic_load_n(reinterpret_cast<const uint64_t*>(r.view), __ATOMIC_ACQUIRE);
+  uint64_t head = 0;
+  auto n = mem_.read(r.head_addr, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&head), 8));
+  return n && *n == 8 ? head : 0;
+}
+
+bool PatchTracer::set_head(Ring& r, uint64_t head) {
+  if (r.view) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(r.view), head, __ATOMIC_RELEASE);
+    return true;
+  }
+  uint8_t bytes[8];
+  std::memcpy(bytes, &head, 8);
+  auto w = mem_.write(r.head_addr, bytes);
+  return w && *w == 8;
 }
 
 // Points tid's gs base at its ring's head (ours) or back to 0. A gs base that is neither 0 nor
@@ -911,14 +969,15 @@ bool PatchTracer::release(pid_t tid) {
     ok = ok && r && *r == 0;
   }
   code_areas_.clear();
-  writes_ = patch::AreaWrites{};
+  writes_ = patch::AreaWrites{};  // the server's views of shared areas go with it
   rings_.clear();
   spare_.clear();
+  ring_views_.clear();
   for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
   stubs_.clear();
   sites_.clear();
   ranges_.clear();
-  data_ = 0;
+  data_ = table_addr_ = 0;
   ready_ = false;
   return ok;
 }
@@ -926,6 +985,7 @@ bool PatchTracer::release(pid_t tid) {
 std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   if (ready_ && data_) out.emplace_back(data_, data_ + data_size_);
+  if (ready_ && table_addr_) out.emplace_back(table_addr_, table_addr_ + table_size_);
   out.insert(out.end(), code_areas_.begin(), code_areas_.end());
   // Each thread's ring: its head page, the ring, the guard page.
   for (const auto& [tid, r] : rings_)
@@ -984,19 +1044,24 @@ const PatchTracer::StubInfo* PatchTracer::stub_at(uint64_t pc, uint64_t* base) c
 
 size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   if (!ready_) return 0;
-  uint64_t head = 0;
-  auto n = mem_.read(r.head_addr, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&head), 8));
-  if (!n || *n != 8 || head <= r.begin || head > r.end) return 0;
-  drain_buf_.resize(head - r.begin);
-  auto got = mem_.read(r.begin, drain_buf_);
-  if (!got) return 0;
+  uint64_t head = head_of(r);
+  if (head <= r.begin || head > r.end) return 0;
+  // A shared ring is read where it lies; another one copied first.
+  const uint8_t* buf = r.view ? r.view + (r.begin - r.head_addr) : nullptr;
+  size_t bytes = head - r.begin;
+  if (!buf) {
+    drain_buf_.resize(bytes);
+    auto got = mem_.read(r.begin, drain_buf_);
+    if (!got) return 0;
+    bytes = *got;
+    buf = drain_buf_.data();
+  }
   // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Only the newest
   // the history keeps are passed on (a 1 MiB BTS-sized history keeps 43,690 of the millions a
   // drain may bring); every entry moves the inline caches.
-  const size_t bytes = *got;
   auto entry = [&](size_t& i, uint64_t& to) -> const Edge* {
     uint32_t word;
-    std::memcpy(&word, drain_buf_.data() + i, 4);
+    std::memcpy(&word, buf + i, 4);
     i += 4;
     uint32_t id = word & ~patch::kDynamicEntry;
     if (id >= edges_.size()) return nullptr;  // cannot happen: stubs only write ids we made
@@ -1004,7 +1069,7 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
     to = e.to;
     if (word & patch::kDynamicEntry) {
       if (i + 8 > bytes) return nullptr;
-      std::memcpy(&to, drain_buf_.data() + i, 8);
+      std::memcpy(&to, buf + i, 8);
       i += 8;
       if (e.stub) {  // the site's latest target: its inline cache moves there after the drain
         if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
@@ -1062,21 +1127,19 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
   }
   for (size_t i = start, n = before; i < end;) {
     uint32_t word;
-    std::memcpy(&word, drain_buf_.data() + i, 4);
+    std::memcpy(&word, buf + i, 4);
     i += 4;
     const Edge& e = edges_[word & ~patch::kDynamicEntry];
     uint64_t to = e.to;
     if (word & patch::kDynamicEntry) {
-      std::memcpy(&to, drain_buf_.data() + i, 8);
+      std::memcpy(&to, buf + i, 8);
       i += 8;
     }
     if (to == e.from + e.len) continue;
     if (n++ >= skip) keep(word, e, to);
   }
   tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
-  uint8_t reset[8];
-  std::memcpy(reset, &r.begin, 8);
-  (void)mem_.write(r.head_addr, reset);
+  (void)set_head(r, r.begin);
   stats_.drained += count;
   if (count && t) {
     t->cursor.block_start = last.to;

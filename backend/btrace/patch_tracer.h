@@ -44,6 +44,7 @@
 
 #include "backend/breakpoints.h"
 #include "backend/btrace/patch_encoder.h"
+#include "backend/btrace/patch_shared.h"
 #include "backend/btrace/patch_writes.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/decoder.h"
@@ -64,6 +65,8 @@ class PatchTracer {
     uint64_t installs = 0;        // times the patches were written back (one per free run)
     uint64_t translated = 0;      // short blocks run from a translation
     uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
+    uint64_t shared_areas = 0;    // areas the server maps too (written and drained without system calls)
+    uint64_t private_areas = 0;   // areas only the program maps (sharing failed: private_why)
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -119,6 +122,7 @@ class PatchTracer {
 
   const Stats& stats() const { return stats_; }
   const std::string& disabled_reason() const { return disabled_; }
+  const std::string& private_why() const { return private_why_; }  // why the first area is not shared
   bool installed() const { return installed_; }
 
  private:
@@ -156,6 +160,7 @@ class PatchTracer {
   // One thread's ring: [head word page][ring][PROT_NONE guard page], mapped in the program.
   struct Ring {
     uint64_t head_addr = 0, begin = 0, end = 0;
+    uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
     std::optional<Branch> last;        // drained while its LinuxThread was not at hand: its cursor
   };
@@ -166,12 +171,16 @@ class PatchTracer {
   Result<void> setup(pid_t tid);
   Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
   bool set_gs(pid_t tid, Ring& r, bool ours);
+  uint64_t head_of(const Ring& r) const;  // 0: unreadable
+  bool set_head(Ring& r, uint64_t head);
   bool all_stopped() const;           // every thread of the process is in a ptrace stop
   bool others_traced(pid_t self) const;  // every other thread runs under patch control
   void settle_thread(pid_t tid, Ring& r, LinuxThread* t);
   bool sync_regions();
   void forget_plans();
   Result<void> map_code_area(pid_t tid, Region& r);
+  // An area shared with the server (nullopt: the caller maps a private one; counted either way).
+  std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
   void instrument(pid_t tid, uint64_t pc);
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
@@ -239,10 +248,13 @@ class PatchTracer {
   bool vfork_pending_ = false;  // a vfork child shares the memory (vfork event seen, vforkdone not yet)
   pid_t in_syscall_tid_ = 0;    // the thread whose last stop was a ptrace event or syscall stop
   std::string disabled_;
+  std::string private_why_;
   std::vector<Region> regions_;
-  // The data area: the table of instrumented block starts; the scratch page: an executable
-  // `syscall` only the server runs (system calls injected while other threads run).
-  uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  // The data page: an executable `syscall` only the server runs (system calls injected while
+  // other threads run). The table of instrumented block starts: an area of its own.
+  uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, table_size_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  uint64_t name_ = 0;                        // in the data page: the shared areas' name
+  std::vector<patch::SharedView> ring_views_;  // the shared rings (Ring::view points into them)
   std::map<pid_t, Ring> rings_;              // by thread
   std::vector<Ring> spare_;                  // rings of threads that exited
   std::set<uint64_t> fences_;                // int3s written for an instant over a live patch

@@ -15,8 +15,13 @@ constexpr uint64_t kMergeGap = 256;
 constexpr size_t kMaxIov = 1024;  // UIO_MAXIOV: the most one process_vm_writev takes
 }  // namespace
 
-void AreaWrites::add_area(uint64_t begin, uint64_t end, bool writable) {
-  if (begin < end) areas_.push_back(Area{begin, end, writable, {}});
+void AreaWrites::add_area(uint64_t begin, uint64_t end, bool writable, SharedView view) {
+  if (begin < end) areas_.push_back(Area{begin, end, writable, {}, std::move(view)});
+}
+
+uint8_t* AreaWrites::view_of(uint64_t addr, uint64_t len) {
+  Area* a = area_of(addr, len);
+  return a && a->view && a->end - a->begin <= a->view.size() ? a->view.data() + (addr - a->begin) : nullptr;
 }
 
 void AreaWrites::remove_area(uint64_t begin) {
@@ -37,6 +42,23 @@ bool AreaWrites::write(const ProcMemory& mem, uint64_t addr, std::span<const uin
   Area* a = area_of(addr, bytes.size());
   if (!a) return false;
   uint64_t off = addr - a->begin;
+  if (uint8_t* to = view_of(addr, bytes.size())) {
+    // The program may be running this very code (a frontier trap turned into a jmp, an exit
+    // relinked, a table slot): aligned words in one store, and no store moved before another.
+    if (bytes.size() == 8 && addr % 8 == 0) {
+      uint64_t v;
+      std::memcpy(&v, bytes.data(), 8);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(to), v, __ATOMIC_RELEASE);
+    } else if (bytes.size() == 4 && addr % 4 == 0) {
+      uint32_t v;
+      std::memcpy(&v, bytes.data(), 4);
+      __atomic_store_n(reinterpret_cast<uint32_t*>(to), v, __ATOMIC_RELEASE);
+    } else {
+      std::memcpy(to, bytes.data(), bytes.size());
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return true;
+  }
   if (a->copy.size() < off + bytes.size()) a->copy.resize(off + bytes.size(), 0);
   std::memcpy(a->copy.data() + off, bytes.data(), bytes.size());
   if (direct) {

@@ -1,6 +1,8 @@
 // Writes into the program's memory that only the block-patching source makes (its stub areas
 // and its table), gathered: each area has a copy here that every write goes to, and flush()
 // sends what changed in a few large writes instead of one per stub, exit, slot and cache.
+// An area the server maps too (patch_shared.h) needs neither: a write is a store into it, in
+// the program at once (stores keep their order, aligned 4- and 8-byte ones are never torn).
 //
 // The copies are exact because nothing else writes there: the areas are mapped by the server
 // (zero-filled, like a fresh copy), the program only reads or executes them. Writes outside
@@ -14,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/btrace/patch_shared.h"
 #include "backend/memory.h"
 
 namespace backend::patch {
@@ -22,7 +25,10 @@ class AreaWrites {
  public:
   // [begin, end): memory only the server writes, zero-filled now. `writable`: the program maps
   // it writable (the table), so that many scattered ranges go in one process_vm_writev.
-  void add_area(uint64_t begin, uint64_t end, bool writable = false);
+  // `view`: the server's own mapping of it (shared): writes go there, nothing is ever pending.
+  void add_area(uint64_t begin, uint64_t end, bool writable = false, SharedView view = {});
+  // The server's view of [addr, addr+len) when that lies in a shared area, else nullptr.
+  uint8_t* view_of(uint64_t addr, uint64_t len);
   // The area is gone (unmapped): its copy and anything pending in it are dropped.
   void remove_area(uint64_t begin);
   // false when [addr, addr+len) is not inside one area. Else the copy holds the bytes and the
@@ -38,6 +44,7 @@ class AreaWrites {
     uint64_t begin = 0, end = 0;
     bool writable = false;
     std::vector<uint8_t> copy;  // [begin, begin + copy.size()); zeros beyond
+    SharedView view;            // shared with the program: no copy
   };
   Area* area_of(uint64_t addr, uint64_t len);
 

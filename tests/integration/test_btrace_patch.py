@@ -227,7 +227,8 @@ def test_record_stop_restores_the_code_and_unmaps_the_areas(procs):
     prog = inferior("patchrestore")
     srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "100"])
     cmds = (["break trace_begin", "continue", "print text_checksum()"] + maps_cmds("before") +
-            ["record btrace", "tbreak trace_end", "continue", "monitor btrace status", "record stop"] +
+            ["record btrace", "tbreak trace_end", "continue", "monitor btrace status"] + maps_cmds("recording") +
+            ["record stop"] +
             maps_cmds("stopped") + ["print text_checksum()", "monitor btrace status", "continue",
              "record btrace", "tbreak trace_end", "continue", "info record", "monitor btrace status", "record stop"] +
             maps_cmds("again") + ["print text_checksum()", "delete", "continue"])
@@ -247,6 +248,23 @@ def test_record_stop_restores_the_code_and_unmaps_the_areas(procs):
         assert not any(s < hi and lo < e for s, e, _, _ in before), (hex(lo), hex(hi))
     assert "patch: released" in out, out[-3000:]
     statuses = re.findall(r"patch: .*", out)  # first region, after `record stop`, second region
+    # Areas shared with the server (a memfd the program maps, named in its maps), unless the
+    # status says why not; either way every area listed is mapped while recording.
+    shared = re.search(r"(\d+) areas shared with the server(?:, (\d+) private \(([^)]*)\))?", statuses[0])
+    assert shared, statuses[0]
+    recording = mappings(out, "recording")
+    memfd = []  # one per area (a ring's guard page is a row of its own)
+    for s, e, _, name in recording:
+        if "memfd:branchstub-patch" in name:
+            if memfd and memfd[-1][1] == s:
+                memfd[-1] = (memfd[-1][0], e)
+            else:
+                memfd.append((s, e))
+    assert len(memfd) == int(shared.group(1)), (shared.group(0), memfd)
+    if not shared.group(2):
+        assert int(shared.group(1)) >= 3, shared.group(0)  # the table, a stub area, the ring
+        for lo, hi in listed[0][1:]:  # all but the data page (private: the scratch `syscall`)
+            assert (lo, hi) in memfd, (hex(lo), hex(hi), memfd)
     assert len(statuses) == 3 and "released" in statuses[1], statuses
     assert ring_branches(statuses[0])["ring"] > 0 and ring_branches(statuses[2])["ring"] > 0, statuses
     assert int(re.findall(r"Recorded (\d+) instructions", out)[-1]) > 0
