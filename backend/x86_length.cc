@@ -1,5 +1,7 @@
 #include "backend/x86_length.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 namespace backend {
@@ -284,6 +286,19 @@ std::optional<X86Branch> simple_branch(std::span<const uint8_t> code) {
   if (op == 0xc3) return X86Branch{K::Return, 1, 0};
   if (op == 0x0f && code.size() >= 6 && (code[1] & 0xf0) == 0x80) return X86Branch{K::CondJump, 6, rel32(2)};
   return std::nullopt;
+}
+
+std::optional<uint64_t> rip_indirect_slot(std::span<const uint8_t> insn, uint64_t next) {
+  size_t i = 0;
+  while (i < insn.size() && (insn[i] == 0xf2 || insn[i] == 0x3e)) ++i;  // bnd, notrack
+  if (i < insn.size() && (insn[i] & 0xf0) == 0x40) ++i;                 // REX (W and B change nothing here)
+  if (i + 6 != insn.size() || insn[i] != 0xff) return std::nullopt;
+  const uint8_t modrm = insn[i + 1];
+  const int reg = (modrm >> 3) & 7;
+  if ((modrm & 0xc7) != 0x05 || (reg != 2 && reg != 4)) return std::nullopt;  // mod 00, rm 101: [rip+disp32]
+  int32_t disp;
+  std::memcpy(&disp, insn.data() + i + 2, 4);
+  return next + static_cast<uint64_t>(static_cast<int64_t>(disp));
 }
 
 }  // namespace backend

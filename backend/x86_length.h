@@ -41,4 +41,10 @@ struct X86Branch {
 };
 std::optional<X86Branch> simple_branch(std::span<const uint8_t> code);
 
+// An indirect jmp or call through a [rip+disp32] memory operand (`jmp *GOT(%rip)` of a PLT
+// entry, `call *GOT(%rip)` of -fno-plt code), with an optional bnd/notrack prefix and REX:
+// the address of the 8-byte slot it reads its target from (`next` is the address of the
+// instruction after it). nullopt for any other form (a segment override among them).
+std::optional<uint64_t> rip_indirect_slot(std::span<const uint8_t> insn, uint64_t next);
+
 }  // namespace backend

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "backend/btrace/patch_inject.h"
+#include "backend/x86_length.h"
 #include "backend/proc_info.h"
 
 namespace backend {
@@ -428,6 +429,18 @@ void PatchTracer::table_redirect(uint64_t target) {
 
 // Every block reachable from pc through direct edges inside the region gets its end planned
 // (a patch, or an int3 where no patch fits); a block start inside a patch moves that patch.
+// A jmp or call through a [rip+disp32] slot (a PLT entry's GOT slot, mostly): where the slot
+// points now is where it most likely goes, so that is explored like a direct target (its stub
+// still looks up every target it meets; a lazily bound slot leads to the PLT's own code first).
+std::optional<uint64_t> PatchTracer::slot_target(const FlowInsn& f) const {
+  auto slot = rip_indirect_slot(std::span<const uint8_t>(f.bytes, f.len), f.addr + f.len);
+  if (!slot) return std::nullopt;
+  uint64_t to = 0;
+  auto n = mem_.read(*slot, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&to), 8));
+  if (!n || *n != 8 || !region_of(to)) return std::nullopt;
+  return to;
+}
+
 void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // Breadth first, kExploreDepth direct edges deep: most of what is reachable never runs
   // (planning all of libc from a program's entry costs more than the program). A stub's exit
@@ -474,10 +487,16 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
         if (f.direct_target) edge(*f.direct_target);
         break;
       case FlowKind::Call:
+      case FlowKind::IndirectCall:
         if (f.direct_target) edge(*f.direct_target);
+        if (f.kind == FlowKind::IndirectCall)
+          if (auto to = slot_target(f)) edge(*to);
         // Where its ret comes back to, as deep as the call: it runs whenever the call returns
         // (beyond the frontier, each such return would stop as an unknown ret target).
         if (f.len) work.emplace_back(next, depth);
+        break;
+      case FlowKind::IndirectJump:
+        if (auto to = slot_target(f)) edge(*to);
         break;
       default:
         break;

@@ -182,6 +182,7 @@ class PatchTracer {
   // An area shared with the server (nullopt: the caller maps a private one; counted either way).
   std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
   void instrument(pid_t tid, uint64_t pc);
+  std::optional<uint64_t> slot_target(const FlowInsn& f) const;
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
   void install(Site& s, bool int3_only = false);

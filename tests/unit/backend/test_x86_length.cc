@@ -94,6 +94,25 @@ TEST_CASE("x86 length: anything else, malformed or cut short is refused", "[x86l
   CHECK_FALSE(len_of({0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0x65, 0xc5, 0xf8, 0x77}, 0));
 }
 
+TEST_CASE("x86: the slot a jmp or call through [rip+disp32] reads its target from", "[x86len]") {
+  using V = std::vector<uint8_t>;
+  auto slot = [](V b, uint64_t next) { return rip_indirect_slot(b, next); };
+  // ls's getenv@plt at 0x555555558040: jmp *0x1ffc2(%rip), its GOT slot 0x555555578008
+  CHECK(slot({0xff, 0x25, 0xc2, 0xff, 0x01, 0x00}, 0x555555558046) == 0x555555578008);
+  CHECK(slot({0xf2, 0xff, 0x25, 0xc2, 0xff, 0x01, 0x00}, 0x555555558047) == 0x555555578009);  // bnd jmp
+  CHECK(slot({0xff, 0x15, 0xf8, 0xff, 0xff, 0xff}, 0x1000) == 0xff8);            // call *-8(%rip)
+  CHECK(slot({0x3e, 0xff, 0x25, 0x10, 0, 0, 0}, 0x2000) == 0x2010);              // notrack jmp
+  CHECK(slot({0x41, 0xff, 0x25, 0x10, 0, 0, 0}, 0x2000) == 0x2010);              // REX: still rip-relative
+  CHECK_FALSE(slot({0xff, 0xe0}, 0x1000));                                       // jmp *%rax
+  CHECK_FALSE(slot({0xff, 0x20}, 0x1000));                                       // jmp *(%rax)
+  CHECK_FALSE(slot({0xff, 0x24, 0x25, 0x10, 0, 0, 0}, 0x1000));                  // jmp *0x10 (absolute, SIB)
+  CHECK_FALSE(slot({0xff, 0x35, 0x10, 0, 0, 0}, 0x1000));                        // push 0x10(%rip): not a branch
+  CHECK_FALSE(slot({0x64, 0xff, 0x25, 0x10, 0, 0, 0}, 0x1000));                  // fs: another segment
+  CHECK_FALSE(slot({0x66, 0xff, 0x25, 0x10, 0, 0, 0}, 0x1000));                  // 16-bit operand
+  CHECK_FALSE(slot({0xff, 0x25, 0x10, 0, 0}, 0x1000));                           // cut short
+  CHECK_FALSE(slot({0xff, 0x25, 0x10, 0, 0, 0, 0x90}, 0x1000));                  // longer than the instruction
+}
+
 TEST_CASE("BlockCache: a block made of AVX-512 mask instructions ends at its real branch", "[x86len][decoder]") {
   // __strlen_evex's loop tail: kortestd %k0,%k1 ; kmovd %k0,%eax ; je -> block ends at the je
   std::vector<uint8_t> code = {0xc4, 0xe1, 0xf9, 0x98, 0xc8, 0xc5, 0xfb, 0x93, 0xc0, 0x74, 0xf5, 0xc3};
