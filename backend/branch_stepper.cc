@@ -368,7 +368,7 @@ void BranchStepper::settle(LinuxThread& t) {
         int3_stops_, s.shared_areas,
         s.private_areas ? fmt::format(", {} private ({})", s.private_areas, patch_->private_why()) : std::string(),
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
-    std::string_view sep = "; areas in the program: ";  // data area first, then stub areas
+    std::string_view sep = "; areas in the program: ";  // the data page first
     for (auto [lo, hi] : patch_->areas()) {
       line += fmt::format("{}{:#x}-{:#x}", sep, lo, hi);
       sep = ", ";

@@ -106,6 +106,17 @@ ProcessIds read_process_ids(pid_t pid) {
   return ids;
 }
 
+int read_seccomp_mode(pid_t pid, pid_t tid) {
+  auto text = read_text_file(fmt::format("/proc/{}/task/{}/status", pid, tid));
+  if (!text) return -1;
+  size_t at = text->find("\nSeccomp:");
+  if (at == std::string::npos) return -1;
+  std::istringstream fields(text->substr(at + 9));
+  int mode = -1;
+  fields >> mode;
+  return fields ? mode : -1;
+}
+
 char read_thread_state(pid_t pid, pid_t tid) {
   auto text = read_text_file(fmt::format("/proc/{}/task/{}/stat", pid, tid));
   if (!text) return '?';

@@ -26,6 +26,9 @@ char read_thread_state(pid_t pid, pid_t tid);        // field 3 of stat (R, S, t
 // Parent and real/effective user and group ids (/proc/PID/status); -1 where unreadable.
 struct ProcessIds { long ppid = -1, real_uid = -1, effective_uid = -1, real_gid = -1, effective_gid = -1; };
 ProcessIds read_process_ids(pid_t pid);
+// A thread's seccomp mode (the Seccomp field of its status): 0 none, 1 strict, 2 filter; -1
+// where unreadable.
+int read_seccomp_mode(pid_t pid, pid_t tid);
 // One auxv entry's value (0 if absent).
 uint64_t auxv_value(std::span<const uint8_t> auxv, uint64_t type);
 

@@ -174,6 +174,13 @@ Result<void> PatchTracer::setup(pid_t tid) {
 }
 
 std::optional<patch::SharedMapping> PatchTracer::map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot) {
+  // Under a seccomp filter memfd_create may be refused by killing the program or by a SIGSYS
+  // its sandbox handles: never tried there (mmap is what such filters allow).
+  if (int mode = read_seccomp_mode(pid_, tid); mode != 0) {
+    ++stats_.private_areas;
+    if (private_why_.empty()) private_why_ = mode > 0 ? "the program runs under seccomp" : "cannot read its seccomp mode";
+    return std::nullopt;
+  }
   auto m = patch::map_shared(pid_, tid, mem_, addr, exact, size, prot, scratch_, name_);
   if (m) {
     ++stats_.shared_areas;

@@ -97,7 +97,7 @@ class PatchTracer {
   // stands in a stub). The object is spent afterwards: a new recording makes a new one.
   // false: a munmap failed (the area stays; the code is original all the same).
   bool release(pid_t tid);
-  // [start, end) of every area mapped in the program now (the data area first).
+  // [start, end) of every area mapped in the program now (the data page first, then the table).
   std::vector<std::pair<uint64_t, uint64_t>> areas() const;
   // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }

@@ -479,6 +479,18 @@ def test_vfork_children_inside_the_region(procs):
     assert ring_branches(patch)["ring"] > 0
 
 
+def test_program_under_a_seccomp_filter(procs):
+    """A program whose seccomp filter kills it on memfd_create: the patch source does not try
+    to share its areas with the server there (private memory, as the status says), records
+    the same history as the software source, and the program runs to its end."""
+    prog = inferior("patchseccomp")
+    soft, patch = compare(procs, prog, [], REGION + ["monitor btrace status", "delete", "continue"])
+    assert "exited normally" in patch, patch[-2000:]  # (exit code 3: the filter did not go in)
+    assert "0 areas shared with the server" in patch and "private (the program runs under seccomp)" in patch, \
+        re.findall(r"patch: .*", patch)
+    assert ring_branches(patch)["ring"] > 0
+
+
 def test_syscall_catchpoint_inside_the_region(procs):
     """`catch syscall getpid` while recording: the entry and return stops are inside the
     system call (no mmap may be injected there); the history is the software source's."""
