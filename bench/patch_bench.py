@@ -22,8 +22,13 @@ shared-library events are done: an untraced GDB session alone takes ~25x native 
 through those, with gdbserver as with branchstub), `record btrace`, then the `continue` to a
 breakpoint on libc's `_exit` is timed inside GDB (a 1 MiB BTS buffer: GDB's own processing of
 a full history is not what is measured). "untraced" is the same session without `record
-btrace`: what the debugger itself costs over that region. `record full` is not run on the
-programs (millions of instructions at ~3,000/s: hours); its loop rate stands for it.
+btrace`: what the debugger itself costs over that region. `record full` over gdbserver is not
+run to the end on the programs (millions of instructions at ~2,300/s: hours). With
+--full-seconds S it is tried on each program from `__libc_start_main` (GDB 13 stops at the
+first AVX/AVX-512 instruction of glibc, which it cannot record), then run for S seconds with
+glibc steered to its SSE2 functions (NO_AVX_TUNABLES; a SIGSTOP sent to the program ends
+it), and that rate over the region's instruction count (counted by the patch source into a
+history that keeps them all; gzip on the small input, scaled) gives an estimated row.
 """
 import argparse
 import os
@@ -103,6 +108,62 @@ def traced_program(exe, prog, args, source, runs):
     return statistics.median(times), insns, patched
 
 
+# GDB 13's `record full` cannot record AVX or AVX-512 instructions ("Process record does not
+# support instruction 0x62"), and glibc picks its AVX/EVEX string functions wherever the CPU
+# has them: `ls` and `gzip` stop within a few thousand instructions. With these tunables
+# glibc takes its SSE2 functions instead, which `record full` can record; the rate measured
+# so stands for the rate on the program's own instructions.
+NO_AVX_TUNABLES = ("glibc.cpu.hwcaps=-AVX_Fast_Unaligned_Load,-AVX2,-AVX512F,-AVX512BW,-AVX512VL,-AVX,-RTM,"
+                   "-ERMS,-FSRM,-BMI2,-LZCNT,-MOVBE")
+
+
+def full_program_rate(prog, args, seconds, tunables=None):
+    """(instructions per second, the instruction it could not record or None) of GDB's `record
+    full` over gdbserver on prog from __libc_start_main, over `seconds` of recording (ended by
+    a SIGSTOP sent to the program) or until it stops at an instruction it cannot record."""
+    saved = os.environ.get("GLIBC_TUNABLES")
+    try:
+        if tunables:
+            os.environ["GLIBC_TUNABLES"] = tunables  # gdbserver passes it to the program
+        server = bench.Server("gdbserver", "/usr/bin/gdbserver", prog, args).__enter__()
+    finally:
+        if saved is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = saved
+    try:
+        cmds = ["set breakpoint pending on", "break __libc_start_main", "continue", "delete",
+                "set record full insn-number-max unlimited", "record full",
+                "python import os, signal, threading, time; "
+                "tm = threading.Timer(%f, lambda: os.path.exists('/proc/%%d' %% pid) and os.kill(pid, signal.SIGSTOP)); "
+                "pid = gdb.selected_inferior().pid; tm.start(); t0 = time.perf_counter()" % seconds,
+                "continue", "python print('ELAPSED %.6f' % (time.perf_counter() - t0)); tm.cancel()", "info record"]
+        out = bench.run_gdb(server.port, prog, cmds, timeout=seconds + 600)
+    finally:
+        server.__exit__(None, None, None)
+    m = re.search(r"ELAPSED ([0-9.]+)", out)
+    n = re.search(r"Log contains (\d+) instructions", out)
+    unsupported = re.search(r"Process record does not support instruction (0x[0-9a-f]+) at address (0x[0-9a-f]+)", out)
+    if not m or not n or not ("SIGSTOP" in out or unsupported):
+        raise SystemExit("record full %s run failed:\n%s" % (prog, out[-3000:]))
+    what = "%s at %s after %s instructions" % (unsupported.group(1), unsupported.group(2), n.group(1)) if unsupported else None
+    return int(n.group(1)) / float(m.group(1)), what
+
+
+def region_instructions(exe, prog, args):
+    """Every instruction from __libc_start_main to _exit, as the patch source records it into
+    a history large enough to keep them all (GDB takes ~6 s per million to count them)."""
+    with bench.Server("patch", exe, prog, args, ["--btrace-source=patch"]) as s:
+        cmds = ["set breakpoint pending on", "break __libc_start_main", "continue", "delete",
+                "set record btrace bts buffer-size 268435456", "record btrace", "break _exit", "continue",
+                "info record"]
+        out = bench.run_gdb(s.port, prog, cmds, timeout=3600)
+    n = re.search(r"Recorded (\d+) instructions", out)
+    if not n or "_exit" not in out:
+        raise SystemExit("counting %s failed:\n%s" % (prog, out[-3000:]))
+    return int(n.group(1))
+
+
 def native_program(prog, args, runs):
     samples = []
     for _ in range(runs):
@@ -132,6 +193,7 @@ def program_rows(exe, a):
           "| software vs native | patch vs native | patch vs native less process start |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     start = native_program("/usr/bin/true", [], max(a.runs, 7))  # spawn, exec, loader of a trivial program
+    full_rows = []
     for title, prog, args, soft_args, soft_scale in rows:
         native = native_program(prog, args, max(a.runs, 7))
         untraced, _, _ = traced_program(exe, prog, args, "untraced", a.runs)
@@ -143,6 +205,20 @@ def program_rows(exe, a):
             title, native * 1e3, untraced * 1e3, soft, note, patch * 1e3, 100 * (patched or 0), soft / native,
             patch / native, patch / (native - start)))
         print("  %s: patch recorded %d instructions, software %d" % (title, patch_insns, soft_insns), file=sys.stderr)
+        if a.full_seconds:
+            _, stopped = full_program_rate(prog, args, a.full_seconds)
+            rate, again = full_program_rate(prog, args, a.full_seconds, NO_AVX_TUNABLES)
+            insns = region_instructions(exe, prog, soft_args) * soft_scale  # (gzip: the small input, scaled)
+            full_rows.append((title, insns, stopped, rate, again, native))
+    if full_rows:
+        print("\n| program | instructions (`__libc_start_main` to `_exit`; gzip: scaled like the software row) | "
+              "`record full` over gdbserver | "
+              "its rate with glibc's SSE2 functions (%g s) | estimated whole region | vs native |" % a.full_seconds)
+        print("|---|---:|---|---:|---:|---:|")
+        for title, insns, stopped, rate, again, native in full_rows:
+            print("| %s | %.0f | %s | %.0f instructions/s%s | %.0f s | %.0fx |" % (
+                title, insns, "stops: cannot record " + stopped if stopped else "records", rate,
+                " (stopped: %s)" % again if again else "", insns / rate, insns / rate / native))
 
 
 def main():
@@ -158,6 +234,8 @@ def main():
     ap.add_argument("--ls-dir", default="/usr/share/doc")
     ap.add_argument("--gzip-mib", type=int, default=4)
     ap.add_argument("--soft-gzip-kib", type=int, default=64)
+    ap.add_argument("--full-seconds", type=float, default=0,
+                    help="estimate `record full` on the programs from this many seconds of it")
     a = ap.parse_args()
     exe = os.path.join(a.build, "server", "branchstub")
     prog = os.path.join(a.build, "inferiors", "bploop")
