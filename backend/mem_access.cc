@@ -439,7 +439,7 @@ bool unwalkable(const cs_insn& insn, bool string_insn) {
 }
 
 // Builds the recipe for the instruction capstone decoded into `insn`.
-void build(csh handle, const cs_insn& insn, Recipe& r) {
+void build(csh handle, const cs_insn& insn, const CpuQuirks& quirks, Recipe& r) {
   const cs_x86& x = insn.detail->x86;
   const unsigned id = insn.id;
   const uint8_t len = static_cast<uint8_t>(insn.size);
@@ -494,9 +494,9 @@ void build(csh handle, const cs_insn& insn, Recipe& r) {
       return;
     }
     case X86_INS_POP: {
-      // pop fs/gs moves rsp by 8 but reads only the 2-byte selector (a watchpoint on the rest
-      // of the slot does not fire on the CPU).
-      bool seg = x.op_count >= 1 && x.operands[0].type == X86_OP_REG &&
+      // pop fs/gs moves rsp by 8; Intel reads only the 2-byte selector (a watchpoint on the
+      // rest of the slot does not fire there), AMD reads the whole slot.
+      bool seg = !quirks.segment_pop_reads_slot && x.op_count >= 1 && x.operands[0].type == X86_OP_REG &&
                  (x.operands[0].reg == X86_REG_FS || x.operands[0].reg == X86_REG_GS);
       r.add(reg_term(kRsp, 0, false), seg ? 2 : stack, true, false);
       if (mem) {
@@ -912,8 +912,9 @@ struct AccessDecoder::Impl {
   cs_insn* insn = nullptr;
   std::unordered_map<uint64_t, Recipe> cache;
   AccessDecoderStats stats;
+  CpuQuirks quirks;
 
-  Impl() {
+  explicit Impl(CpuQuirks q) : quirks(q) {
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) {
       handle = 0;
       return;
@@ -948,7 +949,7 @@ struct AccessDecoder::Impl {
     Recipe r;
     r.len = static_cast<uint8_t>(insn->size);
     std::memcpy(r.bytes, insn->bytes, r.len);
-    build(handle, *insn, r);
+    build(handle, *insn, quirks, r);
     build_effects(*insn, r);
     if (cache.size() >= kMaxCached) cache.clear();
     return &cache.insert_or_assign(addr, r).first->second;
@@ -1051,7 +1052,7 @@ void apply(const Effects& e, user_regs_struct& regs, uint16_t& known) {
 
 }  // namespace
 
-AccessDecoder::AccessDecoder() : impl_(std::make_unique<Impl>()) {}
+AccessDecoder::AccessDecoder(CpuQuirks quirks) : impl_(std::make_unique<Impl>(quirks)) {}
 AccessDecoder::~AccessDecoder() = default;
 
 InsnAccesses AccessDecoder::decode(std::span<const uint8_t> code, const user_regs_struct& regs) {

@@ -143,9 +143,15 @@ struct AccessDecoderStats {
   size_t cached = 0;        // recipes held now
 };
 
+// What CPU vendors do differently for the same instruction (Intel's SDM and AMD's APM).
+struct CpuQuirks {
+  // `pop fs` / `pop gs`: Intel CPUs read the 2-byte selector, AMD's the whole 8-byte slot.
+  bool segment_pop_reads_slot = false;
+};
+
 class AccessDecoder {  // owns a capstone handle (CS_ARCH_X86, CS_MODE_64, detail on)
  public:
-  AccessDecoder();
+  explicit AccessDecoder(CpuQuirks quirks = {});
   ~AccessDecoder();
   AccessDecoder(const AccessDecoder&) = delete;
   AccessDecoder& operator=(const AccessDecoder&) = delete;

@@ -1,5 +1,7 @@
 #include "backend/watch_emulator.h"
 
+#include "backend/btrace/cpu_id.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -24,6 +26,8 @@ bool kind_sees(HwKind kind, const MemAccess& access) {
 }
 
 }  // namespace
+
+WatchEmulator::WatchEmulator() : decoder_(CpuQuirks{.segment_pop_reads_slot = amd_like(read_cpu_id())}) {}
 
 Result<void> WatchEmulator::insert(HwKind kind, uint64_t addr, uint64_t len) {
   if (auto r = slots_.insert(kind, addr, len); !r) return r;

@@ -34,6 +34,9 @@ class WatchEmulator {
   // Reads inferior memory as the program sees it (breakpoint shadows removed); false if short.
   using Reader = std::function<bool(uint64_t addr, std::span<uint8_t> out)>;
 
+  // Accesses are computed as this machine's CPU makes them (its vendor's quirks).
+  WatchEmulator();
+
   // What one single step of a thread will access, computed before the step.
   struct Step {
     bool exact = false;                  // accesses computed; else the snapshots are compared

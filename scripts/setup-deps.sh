@@ -30,7 +30,8 @@ packages=(
   libipt-dev            # tools/pt_tool: the Intel PT tests make and decode real PT streams
 )
 if [[ $want_kmod == 1 ]]; then
-  packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio)
+  # dwarves: pahole, which kbuild needs to build a module against headers made with BTF (6.12+)
+  packages+=(linux-headers-amd64 qemu-system-x86 busybox-static cpio dwarves)
 fi
 
 installed() {

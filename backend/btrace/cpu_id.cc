@@ -33,6 +33,8 @@ CpuId read_cpu_id() {
   return id;
 }
 
+bool amd_like(const CpuId& cpu) { return cpu.vendor == "AuthenticAMD" || cpu.vendor == "HygonGenuine"; }
+
 std::string pt_cpu_reason(const CpuId& cpu) {
   if (cpu.vendor != "GenuineIntel")
     return "Intel PT exists only on Intel CPUs (this is " + (cpu.vendor.empty() ? std::string("unknown") : cpu.vendor) + ")";

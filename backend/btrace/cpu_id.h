@@ -22,6 +22,9 @@ std::string lbr_cpu_reason(const CpuId& cpu);
 
 CpuId read_cpu_id();
 
+// AMD's (and Hygon's) x86: where instruction behaviour follows AMD's APM rather than Intel's SDM.
+bool amd_like(const CpuId& cpu);
+
 // gdbserver refuses BTS on AMD and on Intel models with erratum AAJ122 (wrong `from` addresses).
 bool bts_disabled_for_cpu(const CpuId& cpu);
 

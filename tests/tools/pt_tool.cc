@@ -227,11 +227,15 @@ int decode(const char* maps_path, const char* raw_path, int family, int model, i
   pt_config_init(&config);
   config.begin = raw.data();
   config.end = raw.data() + raw.size();
-  config.cpu.vendor = pcv_intel;
-  config.cpu.family = static_cast<uint16_t>(family);
-  config.cpu.model = static_cast<uint8_t>(model);
-  config.cpu.stepping = static_cast<uint8_t>(stepping);
-  pt_cpu_errata(&config.errata, &config.cpu);
+  // Family 0: the trace named no CPU (a server on a non-Intel host sends none, as gdbserver
+  // does); decode as GDB then does, for an unknown CPU with no errata workarounds.
+  if (family != 0) {
+    config.cpu.vendor = pcv_intel;
+    config.cpu.family = static_cast<uint16_t>(family);
+    config.cpu.model = static_cast<uint8_t>(model);
+    config.cpu.stepping = static_cast<uint8_t>(stepping);
+    pt_cpu_errata(&config.errata, &config.cpu);
+  }
   pt_insn_decoder* dec = pt_insn_alloc_decoder(&config);
   if (!dec) die("pt_insn_alloc_decoder failed");
   pt_image* image = pt_insn_get_image(dec);

@@ -44,7 +44,7 @@ TEST_CASE("a bare program name that is a file here is made absolute, others are 
   CHECK(program_path("") == "");
 }
 
-TEST_CASE("~ and ~user expand to home directories") {
+TEST_CASE("launch paths: ~ and ~user expand to home directories") {
   const char* saved = std::getenv("HOME");
   std::string saved_home = saved ? saved : "";
   ::setenv("HOME", "/home/expanded", 1);

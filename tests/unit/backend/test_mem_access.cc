@@ -40,6 +40,7 @@
 #include <map>
 #include <set>
 
+#include "backend/btrace/cpu_id.h"
 #include "backend/mem_access.h"
 
 using namespace backend;
@@ -468,9 +469,12 @@ std::vector<std::string> cpu_disagreements(const Entry& e, const InsnAccesses& a
   return issues;
 }
 
+// The decoder models this machine's CPU, as the watch emulator does.
+CpuQuirks host_quirks() { return {.segment_pop_reads_slot = amd_like(read_cpu_id())}; }
+
 void check_entry(const Entry& e, int vector_level) {
   INFO("entry: " << e.name);
-  AccessDecoder dec;
+  AccessDecoder dec(host_quirks());
   std::vector<uint8_t> code = code_bytes(e);
 
   if (std::string(e.shape) == "?") {
@@ -623,7 +627,9 @@ std::vector<Entry> table() {
   E("pushfq", {0x9c}, "W8", [](Setup& s) { s.regs.rsp = kP1 + 4; });
   E("popfq", {0x9d}, "R8", [](Setup& s) { s.regs.rsp = kP1 - 4; s.poke64(kP1 - 4, 0x246); });
   E("push fs (writes the whole slot)", {0x0f, 0xa0}, "W8", [](Setup& s) { s.regs.rsp = kP1 + 6; });
-  E("pop gs (null selector; reads 2 of the 8 bytes)", {0x0f, 0xa9}, "R2", [](Setup& s) {
+  // Intel reads the 2-byte selector, AMD the whole slot.
+  E("pop gs (null selector; reads 2 or 8 bytes by vendor)", {0x0f, 0xa9}, host_quirks().segment_pop_reads_slot ? "R8" : "R2",
+    [](Setup& s) {
     s.regs.rsp = kP1 - 2;
     s.poke64(kP1 - 2, 0);
   });
