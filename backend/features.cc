@@ -13,7 +13,7 @@ Features supported_features(const ProbeReport& probe) {
   f.non_stop = true;           // per-thread stops and resumes (thread_stops.cc)
   f.thread_events = true;      // thread creation / exit stops (QThreadEvents)
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
-  f.breakpoint_conditions = true;  // backend/breakpoint_conditions.h, agent_expr.h
+  f.breakpoint_conditions = true;  // backend/points/breakpoint_conditions.h, agent_expr.h
   f.breakpoint_commands = true;
   return f;
 }

@@ -3,7 +3,7 @@
 // a client: a feature is true only where its code exists and, for hardware, the probe saw it.
 #pragma once
 
-#include "backend/probe.h"
+#include "backend/probe/probe.h"
 
 namespace backend {
 

@@ -18,10 +18,11 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/breakpoint_conditions.h"
-#include "backend/btrace/tracer.h"
+#include "backend/points/breakpoint_conditions.h"
+#include "backend/btrace/branch_tracer.h"
 #include "backend/error.h"
-#include "backend/registers.h"
+#include "backend/memory_region.h"
+#include "backend/ptrace/registers.h"
 
 namespace backend {
 
@@ -88,16 +89,6 @@ struct ResumePlan {
 };
 
 enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWatch };
-
-struct MemoryRegion {
-  uint64_t start = 0, end = 0;
-  bool read = false, write = false, exec = false;
-  std::string name;   // path or [heap]/[stack]/[vdso]...
-  uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
-};
-
-// lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).
-struct LibraryInfo { std::string name; uint64_t lm = 0, l_addr = 0, l_ld = 0, lmid = 0; };
 
 struct ProcessSettings {
   // The branch source (--btrace-source); auto picks the best that works per thread.
@@ -206,7 +197,7 @@ class Process {
   // Target-side conditions and commands of the client's code breakpoint at addr (after
   // insert_breakpoint), replacing earlier ones; an empty program makes it plain again. Each hit
   // is then evaluated in the server: one that does not count (or runs commands) is stepped
-  // over without a stop (backend/breakpoint_conditions.h).
+  // over without a stop (backend/points/breakpoint_conditions.h).
   virtual Result<void> set_breakpoint_program(BreakpointKind /*kind*/, uint64_t /*addr*/, BreakpointProgram /*p*/) {
     return Error{EOPNOTSUPP, "Target-side breakpoint conditions are not supported."};
   }

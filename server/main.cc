@@ -1,7 +1,7 @@
 // branchstub: a gdbserver-compatible remote debug server with branch tracing.
 #include <cstdio>
 
-#include "backend/probe.h"
+#include "backend/probe/probe.h"
 #include "server/options.h"
 #include "server/selftest.h"
 #include "server/server.h"

@@ -38,7 +38,7 @@ struct ServerOptions {
   bool allow_file_writes = true;  // vFile writes and unlinks, as gdbserver; --no-file-writes
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft | patch
-  std::string watchpoints = "auto";    // auto | hardware | software (see backend/watch_emulator.h)
+  std::string watchpoints = "auto";    // auto | hardware | software (see backend/points/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
   // TEST ONLY: branch data replayed from files instead of the hardware (--test-bts-ring=FILE,

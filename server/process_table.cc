@@ -43,11 +43,6 @@ std::vector<pid_t> ProcessTable::held() const {
   return out;
 }
 
-bool ProcessTable::is_held(pid_t pid) const {
-  auto it = entries_.find(pid);
-  return it != entries_.end() && it->second.held;
-}
-
 bool ProcessTable::is_fork_child(pid_t pid) const {
   auto it = entries_.find(pid);
   return it != entries_.end() && it->second.parent != 0;

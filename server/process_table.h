@@ -26,7 +26,6 @@ class ProcessTable {
   // The processes the client debugs (not held), primary first.
   std::vector<backend::Process*> debugged();
   std::vector<pid_t> held() const;
-  bool is_held(pid_t pid) const;
   bool is_fork_child(pid_t pid) const;
   // The client named it: it is debugged from now on (false if unknown).
   bool name(pid_t pid);

@@ -1,10 +1,10 @@
 #include "server/server.h"
 
 #include "backend/features.h"
-#include "backend/launch.h"
+#include "backend/ptrace/launch.h"
 #include "server/capabilities.h"
-#include "backend/btrace/cpu_id.h"
-#include "backend/btrace/perf_pt.h"
+#include "backend/host/cpu_id.h"
+#include "backend/btrace/perf/perf_pt.h"
 
 #include <fcntl.h>
 #include <netdb.h>

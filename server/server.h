@@ -10,12 +10,12 @@
 #include <optional>
 #include <set>
 
-#include "backend/btrace/tracer.h"
+#include "backend/btrace/branch_tracer.h"
 #include "backend/process.h"
-#include "backend/btrace/lbr_feed.h"
-#include "backend/btrace/lbr_source.h"
-#include "backend/probe.h"
-#include "backend/thread_db.h"
+#include "backend/btrace/lbr/lbr_feed.h"
+#include "backend/btrace/lbr/lbr_device.h"
+#include "backend/probe/probe.h"
+#include "backend/host/thread_db.h"
 #include "server/coverage_run.h"
 #include "server/log.h"
 #include "protocol/capabilities.h"

@@ -22,7 +22,6 @@ class Transport {
   // Queues bytes; writes never block the loop.
   virtual void write(std::string bytes) = 0;
   virtual void close() = 0;
-  virtual bool reliable() const { return true; }
 };
 
 std::unique_ptr<Transport> make_tcp_transport(boost::asio::ip::tcp::socket socket);

@@ -13,32 +13,6 @@ uint64_t page_size() {
   return page > 0 ? static_cast<uint64_t>(page) : 4096;
 }
 
-// An LbrReader (the older per-process interface) seen as an LbrFeed: its first call for a
-// thread attaches, later calls return the last snapshot.
-class ReaderLbrFeed final : public LbrFeed {
- public:
-  explicit ReaderLbrFeed(TraceManager::LbrReader reader) : reader_(std::move(reader)) {}
-  Result<void> arm(pid_t tid) override {
-    if (armed_.insert(tid).second) {
-      uint64_t seq = 0;
-      (void)reader_(tid, &seq);
-    }
-    return {};
-  }
-  void release(pid_t tid) override { armed_.erase(tid); }
-  bool armed(pid_t tid) const override { return armed_.count(tid) != 0; }
-  Result<LbrWindow> window(pid_t tid, uint64_t) override {
-    LbrWindow w;
-    w.oldest_first = reader_(tid, &w.sequence);
-    return w;
-  }
-  std::string name() const override { return "msr_helper"; }
-
- private:
-  TraceManager::LbrReader reader_;
-  std::set<pid_t> armed_;
-};
-
 }  // namespace
 
 TraceManager::TraceManager(TraceSource preferred, PcReader current_pc)
@@ -61,10 +35,6 @@ const char* TraceManager::name_of(Kind kind) {
 void TraceManager::configure(const TraceSetup& setup) {
   setup_ = setup;
   code_ = setup_.code ? std::make_unique<BlockCache>(setup_.code) : nullptr;
-}
-
-void TraceManager::set_lbr_reader(LbrReader reader) {
-  setup_.lbr = reader ? std::make_shared<ReaderLbrFeed>(std::move(reader)) : nullptr;
 }
 
 Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {

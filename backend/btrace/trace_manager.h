@@ -13,24 +13,20 @@
 #include <span>
 
 #include "backend/btrace/branch_ring.h"
-#include "backend/btrace/lbr_feed.h"
-#include "backend/btrace/perf_bts.h"
-#include "backend/btrace/perf_pt.h"
-#include "backend/btrace/tracer.h"
+#include "backend/btrace/lbr/lbr_feed.h"
+#include "backend/btrace/perf/perf_bts.h"
+#include "backend/btrace/perf/perf_pt.h"
+#include "backend/btrace/branch_tracer.h"
 
 namespace backend {
 
 class TraceManager : public BranchTracer {
  public:
   using PcReader = std::function<uint64_t(pid_t tid)>;
-  // The older way to get LBR windows (one reader per process). A reader the server installs
-  // through configure() (one LbrFeed shared with `monitor lbr`) replaces it.
-  using LbrReader = std::function<std::vector<Branch>(pid_t tid, uint64_t* sequence)>;
   static constexpr uint64_t kDefaultBufferSize = 64 * 1024;   // GDB's default BTS buffer
   static constexpr uint64_t kDefaultPtBufferSize = 16 * 1024;  // GDB's default PT buffer
 
   TraceManager(TraceSource preferred, PcReader current_pc);
-  TraceSource preferred_source() const { return preferred_; }
   ~TraceManager() override;
 
   // BranchTracer
@@ -76,7 +72,6 @@ class TraceManager : public BranchTracer {
   // A new thread appeared (clone), stopped: while coverage runs it is traced from here on, so
   // the engine must run it traced (software_traced() is true for it afterwards).
   void thread_created(pid_t tid);
-  void set_lbr_reader(LbrReader reader);
   // --btrace-source=patch: what block patching did so far (a line of explain()).
   void set_patch_status(std::string line) { patch_status_ = std::move(line); }
   uint64_t patch_ring_bytes() const { return setup_.test_patch_ring; }

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "backend/coverage/elf_file.h"
+#include "backend/host/elf_file.h"
 
 namespace backend {
 

@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/btrace/tracer.h"
+#include "backend/btrace/branch_tracer.h"
 #include "backend/coverage/call_tree.h"
-#include "backend/decoder.h"
+#include "backend/x86/block_cache.h"
 #include "backend/process.h"
 
 namespace backend {

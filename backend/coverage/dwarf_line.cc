@@ -3,7 +3,7 @@
 #include <cstring>
 #include <optional>
 
-#include "backend/coverage/elf_file.h"
+#include "backend/host/elf_file.h"
 
 namespace backend {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/coverage/coverage.h"
-#include "backend/symbolizer.h"
+#include "backend/host/symbolizer.h"
 
 namespace backend {
 

@@ -1,6 +1,6 @@
 #include "backend/coverage/graphs.h"
 
-#include "backend/x86_length.h"
+#include "backend/x86/insn_length.h"
 
 #include <capstone/capstone.h>
 #include <fcntl.h>

@@ -11,7 +11,7 @@
 
 #include "backend/coverage/call_tree.h"
 #include "backend/coverage/coverage.h"
-#include "backend/decoder.h"
+#include "backend/x86/block_cache.h"
 #include "backend/error.h"
 
 namespace backend {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "backend/coverage/dwarf_line.h"
-#include "backend/coverage/elf_file.h"
+#include "backend/host/elf_file.h"
 
 namespace backend {
 

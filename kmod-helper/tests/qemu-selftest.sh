@@ -101,9 +101,9 @@ cp "$MODSRC/msr_helper.c" "$MODSRC/msr_helper_logic.h" "$MODSRC/Kbuild" "$B/" &&
 make -s -C "$KDIR" M="$B" modules >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "module build failed"; }
 grep -E 'warning|error' "$WORK/build.log" | grep -v 'Skipping BTF' && die "module build has warnings"
 gcc -O2 -Wall -Wextra -Werror -static -o "$B/selftest" "$B/tests/selftest.c" || die "selftest build failed"
-# the backend's C++ client (backend/btrace/lbr_source.cc) and its unit test, run in the guest too
+# the backend's C++ client (backend/btrace/lbr/lbr_device.cc) and its unit test, run in the guest too
 g++ -std=c++20 -O0 -static -I"$ROOT" -o "$B/test_lbr_source" "$ROOT/tests/unit/catch_main.cc" \
-	"$ROOT/tests/unit/backend/test_lbr_source.cc" "$ROOT/backend/btrace/lbr_source.cc" ||
+	"$ROOT/tests/unit/backend/test_lbr_device.cc" "$ROOT/backend/btrace/lbr/lbr_device.cc" ||
 	die "test_lbr_source build failed"
 log "built msr_helper.ko, selftest and test_lbr_source"
 if [ "${MSRH_BUILD_CHECK:-1}" = 1 ]; then

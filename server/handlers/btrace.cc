@@ -2,7 +2,7 @@
 // All of them act on the general (Hg) thread.
 #include <cerrno>
 
-#include "backend/btrace/cpu_id.h"
+#include "backend/host/cpu_id.h"
 #include "protocol/btrace_xml.h"
 #include "protocol/hex.h"
 #include "server/handlers/handlers.h"

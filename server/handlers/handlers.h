@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "backend/btrace/tracer.h"
+#include "backend/btrace/branch_tracer.h"
 #include "backend/process.h"
 #include "protocol/packets.h"
 #include "server/session.h"

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "protocol/hex.h"
-#include "backend/debug_registers.h"
-#include "backend/proc_info.h"
+#include "backend/points/debug_registers.h"
+#include "backend/ptrace/proc_info.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 

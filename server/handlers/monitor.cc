@@ -4,8 +4,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "backend/btrace/lbr_source.h"
-#include "backend/symbolizer.h"
+#include "backend/btrace/lbr/lbr_device.h"
+#include "backend/host/symbolizer.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 

@@ -3,7 +3,7 @@
 // qXfer:<object>:write — only siginfo can be written (GDB's `set $_siginfo...`).
 #include <algorithm>
 
-#include "backend/osdata.h"
+#include "backend/host/osdata.h"
 #include "protocol/target_xml.h"
 #include "protocol/xml.h"
 #include "server/handlers/handlers.h"

@@ -1,5 +1,5 @@
 // libFuzzer entry: hostile bytecode through the agent-expression interpreter
-// (backend/agent_expr.h) with a fake inferior. It must never crash, hang or allocate without
+// (backend/points/agent_expr.h) with a fake inferior. It must never crash, hang or allocate without
 // bound, and its results must be self-consistent; a violation aborts.
 //
 // Input: byte 0 picks the limits, the rest is the bytecode. The fake inferior's memory is the
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/agent_expr.h"
+#include "backend/points/agent_expr.h"
 
 using namespace backend::agent;
 

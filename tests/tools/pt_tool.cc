@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/decoder.h"
+#include "backend/x86/block_cache.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
 /*
  * msr_helper: ioctl ABI between the msr_helper kernel module and its userspace clients
- * (branchstub's backend/btrace/lbr_source.cc, kmod-helper/tests/selftest.c).
+ * (branchstub's backend/btrace/lbr/lbr_device.cc, kmod-helper/tests/selftest.c).
  *
  * Rules of this ABI:
  *  - every struct is fixed-size, naturally aligned, with explicit padding (no implicit holes),

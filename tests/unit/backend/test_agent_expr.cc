@@ -1,4 +1,4 @@
-// GDB agent expressions (backend/agent_expr.h): every opcode, the limits, the error rule, the
+// GDB agent expressions (backend/points/agent_expr.h): every opcode, the limits, the error rule, the
 // agent printf, and bytecode captured from the real GDB 13.1 (set debug remote 1, condition
 // evaluation on the target, dprintf-style agent) against Debian's gdbserver.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/agent_expr.h"
+#include "backend/points/agent_expr.h"
 
 using namespace backend::agent;
 

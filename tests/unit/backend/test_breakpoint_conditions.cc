@@ -1,4 +1,4 @@
-// Target-side breakpoint programs (backend/breakpoint_conditions.h): the table (replace, erase,
+// Target-side breakpoint programs (backend/points/breakpoint_conditions.h): the table (replace, erase,
 // Z0 and Z1 apart) and the verdict on a hit (conditions ORed, errors count as true, commands run
 // only when the condition holds and make the hit silent, a failing command ends the list).
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/breakpoint_conditions.h"
+#include "backend/points/breakpoint_conditions.h"
 
 using backend::BreakpointConditions;
 using backend::BreakpointProgram;

@@ -19,7 +19,7 @@
 #include "backend/coverage/coverage.h"
 #include "backend/coverage/drcov.h"
 #include "backend/coverage/dwarf_line.h"
-#include "backend/coverage/elf_file.h"
+#include "backend/host/elf_file.h"
 #include "backend/coverage/graphs.h"
 #include "backend/coverage/lcov.h"
 

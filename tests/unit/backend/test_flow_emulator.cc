@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/decoder.h"
-#include "backend/flow_emulator.h"
+#include "backend/x86/block_cache.h"
+#include "backend/x86/flow_emulator.h"
 
 using namespace backend;
 

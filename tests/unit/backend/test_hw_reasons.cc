@@ -3,8 +3,8 @@
 
 #include <cerrno>
 
-#include "backend/btrace/cpu_id.h"
-#include "backend/btrace/lbr_feed.h"
+#include "backend/host/cpu_id.h"
+#include "backend/btrace/lbr/lbr_feed.h"
 
 using namespace backend;
 

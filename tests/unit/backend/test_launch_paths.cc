@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "backend/launch.h"
+#include "backend/ptrace/launch.h"
 
 using namespace backend;
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/proc_info.h"
+#include "backend/ptrace/proc_info.h"
 
 using namespace backend;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/osdata.h"
+#include "backend/host/osdata.h"
 
 using namespace backend;
 

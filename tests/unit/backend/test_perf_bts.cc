@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/btrace/cpu_id.h"
-#include "backend/btrace/perf_bts.h"
+#include "backend/host/cpu_id.h"
+#include "backend/btrace/perf/perf_bts.h"
 #include "tests/unit/backend/trace_blocks_util.h"
 
 using namespace backend;

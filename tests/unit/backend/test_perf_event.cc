@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/btrace/perf_event.h"
+#include "backend/btrace/perf/perf_event.h"
 
 using namespace backend;
 

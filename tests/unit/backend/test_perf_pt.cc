@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backend/btrace/perf_pt.h"
+#include "backend/btrace/perf/perf_pt.h"
 
 using namespace backend;
 

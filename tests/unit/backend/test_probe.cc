@@ -4,9 +4,9 @@
 
 #include <unistd.h>
 
-#include "backend/btrace/cpu_id.h"
-#include "backend/btrace/perf_pt.h"
-#include "backend/probe.h"
+#include "backend/host/cpu_id.h"
+#include "backend/btrace/perf/perf_pt.h"
+#include "backend/probe/probe.h"
 
 using namespace backend;
 

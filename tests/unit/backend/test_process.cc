@@ -8,10 +8,10 @@
 
 #include <cstring>
 
-#include "backend/linux_process.h"
-#include "backend/memory.h"
-#include "backend/probe.h"
-#include "backend/proc_info.h"
+#include "backend/linux/linux_process.h"
+#include "backend/ptrace/proc_memory.h"
+#include "backend/probe/probe.h"
+#include "backend/ptrace/proc_info.h"
 #include "test_process_support.h"
 
 using namespace backend;

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "backend/linux_process.h"
+#include "backend/linux/linux_process.h"
 #include "test_process_support.h"
 
 using namespace backend;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "backend/registers.h"
+#include "backend/ptrace/registers.h"
 
 using namespace backend;
 

@@ -38,7 +38,7 @@
 
 #include <capstone/capstone.h>
 
-#include "backend/mem_access.h"
+#include "backend/x86/access_decoder.h"
 
 using namespace backend;
 using Why = RunAhead::Why;

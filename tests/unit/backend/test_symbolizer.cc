@@ -1,6 +1,6 @@
 // Symbolizer tests: programs compiled at test time (non-PIE and PIE), truth from `nm`, libc's
 // .dynsym with a fake bias, and memory maps taken from real processes.
-#include "backend/symbolizer.h"
+#include "backend/host/symbolizer.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

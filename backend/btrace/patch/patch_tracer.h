@@ -1,0 +1,292 @@
+// The block-patching trace source (--btrace-source=patch): the software engine's exact
+// history without a ptrace stop per block where a block end can be patched.
+//
+// A traced thread that continues from code of a patched module (the program, ld.so, libc, any
+// executable file mapping; each with its own stub area within rel32 reach) runs free: every block end
+// reachable from its pc through direct edges is instrumented first, either patched (a jmp rel32
+// over the control-flow instruction, and over the instructions before it when it is shorter
+// than 5 bytes, to a stub that appends the branch to a ring in the program and then does what
+// the original instruction did) or, where that is not possible, given an int3 that the
+// software engine handles as before (emulate, record, go on). ret and indirect jmp/call stubs
+// look the target up in a table of instrumented block starts and trap to the server (int3) when
+// it is not there, so execution never leaves instrumented code unseen. The server drains the
+// ring at each stop of the thread, before the engine records anything, into the thread's
+// BranchRing: GDB's btrace packets, limits and buffer sizes stay as they are.
+//
+// Invisible to the client: patches are in memory only while the process runs; at every reported
+// stop the thread is moved out of any stub (to the original address it stands for, or stepped
+// to the end of the stub) and every original byte is put back, so memory reads, Z0
+// breakpoints, single steps and registers see the program as it is. Reads while running (the
+// engine's decoder) get the original bytes through unshadow().
+//
+// Threads (all-stop): every thread has a ring of its own (head word, ring, guard page), which its
+// gs base points at while the patches are in (x86-64 programs leave gs alone; the client sees
+// the program's own gs base, 0, at every stop). A thread's ring is drained at each of its stops,
+// into its own history. The patches go in only while every thread is stopped; code first met
+// while other threads run free gets a patch only where no thread can be executing those bytes
+// (fresh code, every other thread traced), else an int3 until the next time all are stopped.
+// Non-stop mode with more than one thread turns patching off (the software source goes on).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/points/software_breakpoints.h"
+#include "backend/btrace/patch/stub_encoder.h"
+#include "backend/btrace/patch/shared_mapping.h"
+#include "backend/btrace/patch/area_writes.h"
+#include "backend/btrace/trace_manager.h"
+#include "backend/x86/block_cache.h"
+#include "backend/linux/linux_thread.h"
+#include "backend/ptrace/proc_memory.h"
+
+namespace backend {
+
+class PatchTracer {
+ public:
+  struct Stats {
+    uint64_t patched_sites = 0;   // block ends patched when the process last stopped
+    uint64_t int3_sites = 0;      // block ends left to the engine's stop then
+    uint64_t drained = 0;         // branches taken from the ring
+    uint64_t ring_full = 0;       // guard-page traps
+    uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
+    uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
+    uint64_t installs = 0;        // times the patches were written back (one per free run)
+    uint64_t translated = 0;      // short blocks run from a translation
+    uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
+    uint64_t shared_areas = 0;    // areas the server maps too (written and drained without system calls)
+    uint64_t private_areas = 0;   // areas only the program maps (sharing failed: private_why)
+  };
+
+  PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
+  ~PatchTracer();
+  PatchTracer(const PatchTracer&) = delete;
+  PatchTracer& operator=(const PatchTracer&) = delete;
+
+  // t (stopped, about to continue traced) may run free: the patches are in and everything
+  // reachable from its pc is instrumented. false: the engine runs it block by block.
+  bool prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop);
+  // The engine's planner must not follow a direct branch to this target (patched code).
+  bool enters_patched(uint64_t target) const;
+
+  enum class StopKind { None, Consumed, Miss, Frontier };
+  // Every wait status of a stopped thread, before the engine looks at it. Drains the ring
+  // (t's cursor follows the last branch). Consumed: a full ring was drained (the thread is to
+  // be resumed as it was). Miss: a ret/indirect stub met an unknown target; the thread now
+  // stands on the original instruction at *flow_addr, which the engine must execute.
+  // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
+  // (its branch recorded) and is to be continued traced (which explores from there).
+  StopKind on_stop(LinuxThread& t, int status, uint64_t* flow_addr);
+  // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
+  // the stubs, the ring drained, every original byte put back. `t` may be any thread.
+  void suspend(LinuxThread* t);
+  // Recording through patches is over (record stop, the last recorded thread gone, detach):
+  // suspend() and then the stub and data areas are unmapped (munmap run in `tid`), so nothing
+  // of the patching is left in the program. Every thread must be stopped (after suspend() none
+  // stands in a stub). The object is spent afterwards: a new recording makes a new one.
+  // false: a munmap failed (the area stays; the code is original all the same).
+  bool release(pid_t tid);
+  // [start, end) of every area mapped in the program now (the data page first, then the table).
+  std::vector<std::pair<uint64_t, uint64_t>> areas() const;
+  // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
+  void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
+  // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
+  // its own (its branches are dropped); where that fails the patches come out.
+  void untraced_run(LinuxThread& t);
+  // A new thread (stopped, not run yet; it inherited its parent's gs base): it gets a ring of
+  // its own when the patches are in. Non-stop: patching stops for this process.
+  void thread_created(pid_t child, bool non_stop);
+  // A thread is gone: its ring is kept for the next new thread.
+  void thread_exited(pid_t tid);
+  // A fork child got a copy of the patched code: put its original bytes back.
+  void restore_into(const ProcMemory& child) const;
+  // Reads: the original bytes of patched code.
+  void unshadow(uint64_t addr, std::span<uint8_t> buf) const;
+  // The original bytes of [addr, addr+len) when all of it is code of a module never mapped
+  // writable, from a copy read a page at a time (every block end planned is decoded twice: one
+  // read of a page instead of two of each block). false: the caller reads the program.
+  bool read_code(uint64_t addr, std::span<uint8_t> out);
+  // The client wrote memory: patches over it are forgotten (planned again from the new bytes).
+  void invalidate(uint64_t addr, uint64_t len);
+
+  const Stats& stats() const { return stats_; }
+  const std::string& disabled_reason() const { return disabled_; }
+  const std::string& private_why() const { return private_why_; }  // why the first area is not shared
+  bool installed() const { return installed_; }
+
+ private:
+  struct Region {
+    uint64_t lo = 0, hi = 0;  // executable bytes of one module
+    uint64_t code_begin = 0, code_next = 0, code_end = 0;  // its stub area (0: not mapped yet)
+    std::string name;  // the mapped file
+    bool area_failed = false;  // no stub area could be mapped near it
+    bool writable = false;     // some mapping of it is writable: its bytes are never copied
+  };
+  struct StubInfo {
+    uint64_t flow = 0;   // the control-flow instruction it stands for
+    uint32_t len = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> exact;
+    std::optional<uint32_t> miss_int3;
+    std::vector<uint32_t> ring_stores;
+    std::optional<uint32_t> cache;  // dynamic stubs: offset of the inline cache
+    uint64_t cached = 0;            // the target it holds now (0: empty)
+    uint8_t flow_len = 0;
+    bool frontier = false;          // a frontier trap: an int3 standing for block start `flow`
+  };
+  enum class Installed { None, Patch, Int3 };
+  struct Site {
+    Block block;                    // decoded from latest_start
+    uint64_t latest_start = 0;      // the latest block start that ends at this instruction
+    bool planned = false;
+    bool patchable = false;         // false: an int3 site
+    uint64_t begin = 0, end = 0;    // patched bytes [begin, end)
+    std::vector<uint8_t> original, patched;
+    Installed installed = Installed::None;
+  };
+  // Ring entry id -> branch. `stub`: a dynamic site's stub (its ids carry the target; the
+  // drain moves the site's inline cache to it).
+  struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; uint64_t stub = 0; };
+  // One thread's ring: [head word page][ring][PROT_NONE guard page], mapped in the program.
+  struct Ring {
+    uint64_t head_addr = 0, begin = 0, end = 0;
+    uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
+    bool gs_set = false;               // the thread's gs base points at head_addr now
+    std::optional<Branch> last;        // drained while its LinuxThread was not at hand: its cursor
+  };
+
+  Region* region_of(uint64_t addr);
+  const Region* region_of(uint64_t addr) const;
+  void disable(std::string why, LinuxThread* t);
+  Result<void> setup(pid_t tid);
+  Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
+  bool set_gs(pid_t tid, Ring& r, bool ours);
+  uint64_t head_of(const Ring& r) const;  // 0: unreadable
+  bool set_head(Ring& r, uint64_t head);
+  bool all_stopped() const;           // every thread of the process is in a ptrace stop
+  bool others_traced(pid_t self) const;  // every other thread runs under patch control
+  void settle_thread(pid_t tid, Ring& r, LinuxThread* t);
+  bool sync_regions();
+  void forget_plans();
+  Result<void> map_code_area(pid_t tid, Region& r);
+  // An area shared with the server (nullopt: the caller maps a private one; counted either way).
+  std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
+  void instrument(pid_t tid, uint64_t pc);
+  std::optional<uint64_t> slot_target(const FlowInsn& f) const;
+  void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+  bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
+  void install(Site& s, bool int3_only = false);
+  void uninstall(Site& s, bool fenced = false);
+  void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
+  bool install_all(pid_t self);
+  // Writes into the stub areas and the table are gathered while a WriteBatch lives (in every
+  // public entry point) and sent when it ends, or before a patch that leads to them goes in.
+  class WriteBatch {
+   public:
+    explicit WriteBatch(PatchTracer& p);
+    ~WriteBatch();
+    WriteBatch(const WriteBatch&) = delete;
+    WriteBatch& operator=(const WriteBatch&) = delete;
+
+   private:
+    PatchTracer& p_;
+    bool was_;
+  };
+  bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
+  void open_frontiers();
+  bool enter_stub(pid_t tid, uint64_t pc);
+  bool flush_writes();
+  // Code: gathered with the area writes (sent after them: a patch never leads to a stub not
+  // written yet); written through while other threads may run.
+  void code_write(uint64_t addr, std::span<const uint8_t> bytes);
+  // Everything pending sent: before the program runs a single instruction (an injected system
+  // call, a step out of a stub) and before an int3 goes in or out where a write is pending.
+  bool flush_all();
+  void table_insert(uint64_t target);
+  void table_set_destination(uint32_t slot, uint64_t dest);
+  void table_redirect(uint64_t target);
+  size_t drain(pid_t tid, Ring& r, LinuxThread* t);
+  void normalize(pid_t tid, Ring& r);
+  const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
+  void update_caches();
+  void clear_caches();
+  // Translations: a copy of a short block whose end could not be patched (an int3 site), run
+  // by the stubs that lead to it instead of the original (which keeps its int3 for any other
+  // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
+  // client breakpoint lies in it.
+  void translate(pid_t tid, uint64_t start);
+  std::optional<std::pair<uint64_t, bool>> stub_target(const FlowInsn& f) const;
+  bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
+  std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
+  void relink(uint64_t start);
+  void set_gate(uint64_t start, bool open);
+  void open_gates();
+  bool has_client_breakpoint(uint64_t begin, uint64_t end) const;
+  uint64_t destination(uint64_t target) const;
+
+  ProcMemory& mem_;
+  SoftwareBreakpoints& breakpoints_;
+  BlockCache& code_;
+  std::unique_ptr<TraceManager>& tracer_;
+  std::function<bool(uint64_t)> hw_break_at_;
+  patch::Disassembler dis_;
+  patch::AreaWrites writes_;
+  patch::CodeWrites code_writes_;
+  bool batching_ = false;
+  pid_t pid_ = 0;
+  bool ready_ = false;
+  bool installed_ = false;
+  bool vfork_pending_ = false;  // a vfork child shares the memory (vfork event seen, vforkdone not yet)
+  pid_t in_syscall_tid_ = 0;    // the thread whose last stop was a ptrace event or syscall stop
+  std::string disabled_;
+  std::string private_why_;
+  std::vector<Region> regions_;
+  // The data page: an executable `syscall` only the server runs (system calls injected while
+  // other threads run). The table of instrumented block starts: an area of its own.
+  uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, table_size_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  uint64_t name_ = 0;                        // in the data page: the shared areas' name
+  std::vector<patch::SharedView> ring_views_;  // the shared rings (Ring::view points into them)
+  std::map<pid_t, Ring> rings_;              // by thread
+  std::vector<Ring> spare_;                  // rings of threads that exited
+  std::set<uint64_t> fences_;                // int3s written for an instant over a live patch
+  bool relink_now_ = true;                   // instrument(): stub exits may be rewritten now
+  std::vector<uint64_t> pending_relinks_;    // blocks whose exits wait for every thread stopped
+  std::vector<uint64_t> frontier_jumps_;     // of those, blocks whose frontier traps become jmps
+  bool concurrent_ = false;                  // instrument(): other threads may be running now
+  uint32_t table_mask_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
+  std::vector<uint64_t> table_;  // mirror of the inferior's table
+  size_t table_used_ = 0;
+  std::map<uint64_t, Site> sites_;           // by control-flow instruction address
+  std::map<uint64_t, uint64_t> ranges_;      // patched begin -> flow address (for unshadow)
+  std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
+  std::unordered_set<uint64_t> visited_;     // instrumented block starts
+  std::vector<Edge> edges_;                  // ring entry id -> branch
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> cache_edges_;  // (site, target) -> id
+  std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain
+  std::vector<uint32_t> cache_move_ids_;
+  std::vector<uint32_t> last_dynamic_;       // per edge id: position+1 in cache_moves_ (0: none)
+  struct Translation { uint64_t gate = 0, end = 0; bool open = false; };
+  std::map<uint64_t, Translation> translations_;            // block start -> its translation
+  std::multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
+  std::multimap<uint64_t, uint64_t> frontier_;  // unexplored block start -> its frontier traps
+  std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
+  std::unordered_map<uint64_t, std::vector<uint8_t>> code_pages_;  // page -> original bytes (read_code)
+  std::vector<uint8_t> drain_buf_;
+  std::vector<std::pair<size_t, size_t>> drain_marks_;  // drain(): (offset, branches before it)
+  std::vector<Branch> batch_;       // drain(): the dynamic entries' branches
+  std::vector<uint32_t> entries_;   // drain(): edge ids, or BranchRing::kExplicit | index in batch_
+  Stats stats_;
+};
+
+}  // namespace backend

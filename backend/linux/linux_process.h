@@ -1,0 +1,287 @@
+// backend::Process on Linux x86-64 with ptrace, all-stop or non-stop.
+//
+// Every wait status goes through one dispatcher, handle_stop(), which finishes internal work
+// there (stepping over a breakpoint, range stepping, suppressing our own SIGSTOPs, passing
+// signals, clone/fork events, the branch stepper's blocks, emulated-watchpoint steps) and
+// resumes the thread; only a client-visible event stops the whole process: the process then
+// is Stopping (the other threads get a SIGSTOP that is swallowed) until every thread is
+// stopped, and poll_events() returns the event.
+//
+// Non-stop (thread_stops.cc) keeps the same dispatcher: report() stops the event's thread
+// alone and queues the event; a resume names threads while others run; threads are paused
+// only for an instant (a multi-byte write, debug registers, a step-over with an int3 lifted).
+//
+// A thread's run mode (linux_thread.h) says how it is resumed (resume_thread) and what its
+// next stop means; software tracing and stepbranch live in BranchStepper (branch_stepper.h),
+// emulated watchpoints in WatchEmulator (watch_emulator.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/engine/branch_stepper.h"
+#include "backend/points/software_breakpoints.h"
+#include "backend/btrace/trace_manager.h"
+#include "backend/x86/block_cache.h"
+#include "backend/points/debug_registers.h"
+#include "backend/linux/linux_thread.h"
+#include "backend/ptrace/proc_memory.h"
+#include "backend/process.h"
+#include "backend/points/watch_emulator.h"
+
+namespace backend {
+
+class LinuxProcess final : public Process, private BranchStepper::Host {
+ public:
+  static Result<std::unique_ptr<LinuxProcess>> launch_process(const LaunchOptions& options);
+  static Result<std::unique_ptr<LinuxProcess>> attach_process(pid_t pid);
+  ~LinuxProcess() override;
+
+  pid_t pid() const override { return pid_; }
+  bool was_attached() const override { return attached_; }
+  bool alive() const override { return alive_; }
+  bool exit_unreported() const override { return exit_unreported_; }
+  std::vector<pid_t> threads() const override;
+  bool has_thread(pid_t tid) const override {
+    auto it = threads_.find(tid);
+    return it != threads_.end() && !it->second.zombie;
+  }
+  std::string thread_name(pid_t tid) const override;
+  int thread_core(pid_t tid) const override;
+  StopEvent last_stop() const override { return last_stop_; }
+
+  Result<void> resume(const ResumePlan& plan) override;
+  void interrupt() override;
+  std::optional<StopEvent> poll_events() override;
+  bool running() const override;
+  bool wants_poll() const override { return wants_poll_; }
+  Result<void> step_branch(pid_t tid, uint32_t count) override;
+
+  void set_fork_reporting(bool fork, bool vfork) override {
+    report_forks_ = fork;
+    report_vforks_ = vfork;
+  }
+  std::vector<std::unique_ptr<Process>> take_fork_children() override;
+  void pause() override { stop_all_sync(); }
+  void recording_stopped(pid_t /*tid*/) override { release_patches(false); }
+
+  // ---- non-stop (thread_stops.cc) ----
+  Result<void> set_non_stop(bool on) override;
+  bool non_stop() const override { return non_stop_; }
+  std::vector<StopEvent> stopped_threads() const override;
+  bool thread_running(pid_t tid) const override;
+  void set_thread_events(bool on) override { thread_events_ = on; }
+  void hold_attach_stops() override;
+
+  Result<void> detach() override;
+  Result<void> kill() override;
+
+  void set_pass_signals(std::set<int> signals) override { pass_signals_ = std::move(signals); }
+  void set_program_signals(std::set<int> signals) override {
+    program_signals_ = std::move(signals);
+    program_signals_set_ = true;
+  }
+  void set_catch_syscalls(bool on, std::set<int> syscalls) override;
+  Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
+  Result<void> set_siginfo(pid_t tid, std::span<const uint8_t> info) override;
+
+  const RegisterLayout& register_layout() const override { return layout_; }
+  Result<RegisterFile> read_registers(pid_t tid, RegisterSet set = RegisterSet::All) override;
+  Result<void> write_registers(pid_t tid, const RegisterFile& regs) override;
+
+  Result<size_t> read_memory(uint64_t addr, std::span<uint8_t> out) override;
+  Result<size_t> write_memory(uint64_t addr, std::span<const uint8_t> data) override;
+
+  Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
+  Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override;
+  int hardware_slots() const override { return DebugRegisters::kSlots; }
+  bool has_client_breakpoint(BreakpointKind kind, uint64_t addr) const override;
+  Result<void> set_breakpoint_program(BreakpointKind kind, uint64_t addr, BreakpointProgram program) override;
+  std::string take_console_output() override { return std::exchange(console_output_, {}); }
+
+  Result<std::vector<uint8_t>> auxv() override;
+  Result<std::string> exe_path() override;
+  Result<std::vector<MemoryRegion>> memory_map() override;
+  Result<std::vector<LibraryInfo>> libraries(uint64_t* main_lm) override;
+
+  BranchTracer& tracer() override { return *tracer_; }
+  void configure(const ProcessSettings& settings) override;
+  const ProcessSettings& settings() const override { return settings_; }
+
+  // Counters for tests and benchmarks: every wait status handled, control-flow instructions
+  // executed by emulation instead of by the CPU, straight-line runs under emulated watchpoints.
+  uint64_t ptrace_stops() const { return ptrace_stops_; }
+  uint64_t emulated_flows() const { return stepper_.emulated_flows(); }
+
+ private:
+  // Stopped: every thread stopped, the client knows. Running: resumed, nothing to report yet.
+  // Stopping: an event was chosen (or the server pauses us): threads that still run get a
+  // SIGSTOP, and every handler leaves threads where they stop.
+  enum class Phase { Stopped, Running, Stopping };
+
+  LinuxProcess(pid_t pid, bool attached);
+  void set_trace_options(pid_t tid);
+  LinuxThread* find(pid_t tid);
+  uint64_t get_pc(pid_t tid) const;
+  void set_pc(pid_t tid, uint64_t pc) const;
+  void set_mode(LinuxThread& t, RunMode mode);
+  template <typename... Args>
+  void log(fmt::format_string<Args...> format, Args&&... args) const {
+    if (settings_.log) settings_.log(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // ---- BranchStepper::Host ----
+  void resume(LinuxThread& t, int signo) override { resume_thread(t, signo); }
+  void report(LinuxThread& t, StopEvent ev) override;
+  void proceed(LinuxThread& t) override;
+  bool stopping() const override { return phase_ == Phase::Stopping; }
+  StopEvent event(StopKind kind, pid_t tid, int signo) const override { return make_event(kind, tid, signo); }
+  uint64_t pc(pid_t tid) const override { return get_pc(tid); }
+  bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
+  bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
+  bool non_stop_mode() const override { return non_stop_; }
+  bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
+    return !conditions_.any_at(addr) || hit_counts(t, addr);
+  }
+  bool logging() const override { return static_cast<bool>(settings_.log); }
+  void log_line(std::string_view line) const override {
+    if (settings_.log) settings_.log(line);
+  }
+
+  // ---- the stop dispatcher (one wait status) ----
+  void handle_stop(pid_t tid, int status);
+  void handle_exit(LinuxThread& t, int status);
+  void handle_signal(LinuxThread& t, int sig);
+  void handle_trap(LinuxThread& t);
+  void handle_ptrace_event(LinuxThread& t, int event);
+  void handle_fork(LinuxThread& t, int event, pid_t child);
+  void handle_exec();
+  void handle_syscall_stop(LinuxThread& t);
+  void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
+  // The thread's step ended (si_code of its SIGTRAP; DR6 as read for a block step).
+  void handle_step_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6);
+  // An int3 of ours (and no client's) at addr was hit.
+  void handle_internal_int3(LinuxThread& t, uint64_t addr);
+  // An int3 trap at addr whose breakpoint was removed before the trap was reported.
+  bool vanished_breakpoint(uint64_t addr) const;
+
+  // ---- resuming ----
+  void start_deferred();
+  void resume_thread(LinuxThread& t, int signo);
+  bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
+  bool step_ends_action(const ResumeAction& a, uint64_t pc) const;
+
+  // ---- stopping ----
+  void stop_others();
+  bool all_stopped() const;
+  // The leader exited while other threads live (main called pthread_exit): it stays a zombie
+  // the kernel reports only with the whole group. It is no thread of ours any more.
+  bool leader_is_zombie(LinuxThread& leader);
+  StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
+  StopEvent finish(StopEvent ev);   // poll_events() returns this stop
+  void settle_threads();           // at a reported stop: plans committed, int3s out, modes reset
+  // Block patching's areas unmapped and the original code back, when every thread is stopped
+  // and (unless `always`: detach) none records through patches any more.
+  void release_patches(bool always);
+  void stop_all_sync();
+  void forget_process(StopEvent exit_event);
+
+  // ---- target-side conditions and commands (linux_process_conditions.cc) ----
+  // t hit the client breakpoint at addr (pc rewound; `int3`: ours, else a debug register):
+  // true when the hit is reported. Otherwise it is already dealt with: passed, or left on the
+  // breakpoint to be hit (and evaluated) again at the next resume while the process stops.
+  Result<void> remove_client_point(BreakpointKind kind, uint64_t addr, uint64_t len);
+  bool client_hit_reported(LinuxThread& t, uint64_t addr, bool int3);
+  // Evaluates the program at addr for t's hit (commands run, output kept): true to report it.
+  bool hit_counts(LinuxThread& t, uint64_t addr);
+  // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
+  void pass_client_breakpoint(LinuxThread& t, uint64_t addr);
+  // ---- non-stop (thread_stops.cc) ----
+  Result<void> resume_non_stop(const ResumePlan& plan);
+  // vCont;t / vCtrlC: the thread stops at the next chance, reported with `signo`.
+  void request_stop(LinuxThread& t, int signo);
+  // report() in non-stop: t alone stops, its event is queued for poll_events().
+  void report_non_stop(LinuxThread& t, StopEvent ev);
+  void settle_thread(LinuxThread& t);
+  // Stops every running thread (but `except`) for an instant; statuses that are not our
+  // SIGSTOP are kept for the next poll. Returns the threads paused, for resume_paused().
+  std::vector<pid_t> pause_running(pid_t except = 0);
+  void resume_paused(const std::vector<pid_t>& tids);
+  // A step-over (int3 lifted) in non-stop runs with the other threads paused.
+  void begin_step_over(LinuxThread& t);
+  void end_step_over();
+  void handle_stashed();
+  // poll_events() in non-stop, after the wait statuses were handled.
+  std::optional<StopEvent> next_non_stop_event();
+  void thread_exited(LinuxThread& t, int status);  // a thread other than the leader exited
+
+  // ---- emulated watchpoints ----
+  StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
+  // A checked step (or a run ahead to the next instruction that needs one) of t.
+  enum class WatchRun { Step, Ahead, Gone };
+  WatchRun prepare_watch_step(LinuxThread& t, int signo);
+  bool watch_emulate_flow(LinuxThread& t, uint64_t addr);
+
+  pid_t pid_ = 0;
+  bool attached_ = false;
+  bool alive_ = true;
+  bool exit_unreported_ = false;  // set with the exit status, cleared when poll_events returns it
+  Phase phase_ = Phase::Stopped;
+  std::optional<StopEvent> chosen_;       // Stopping for this event (none: a pause)
+  std::optional<StopEvent> ready_event_;  // a pending event taken at resume: reported at once
+  bool interrupt_requested_ = false;
+  bool report_forks_ = false;
+  bool report_vforks_ = false;
+  std::vector<std::unique_ptr<LinuxProcess>> fork_children_;  // reported, not yet taken
+  std::map<pid_t, LinuxThread> threads_;
+  std::map<pid_t, ResumeAction> deferred_;  // waiting while a step-over runs
+  bool step_over_clients_ = true;           // of the current resume (ResumePlan)
+  StopEvent last_stop_;
+  std::set<int> pass_signals_, program_signals_;
+  bool program_signals_set_ = false;
+  bool catch_syscalls_ = false;    // continue with PTRACE_SYSCALL (QCatchSyscalls:1)
+  std::set<int> caught_syscalls_;  // empty: every syscall
+  ProcessSettings settings_;
+  RegisterLayout layout_;
+  ProcMemory mem_;
+  SoftwareBreakpoints breakpoints_;
+  BreakpointConditions conditions_;
+  std::string console_output_;           // breakpoint commands' printf output, not yet taken
+  std::optional<std::pair<pid_t, uint64_t>> pass_once_;  // start_deferred steps over this client int3
+  DebugRegisters debug_;
+  std::unique_ptr<TraceManager> tracer_;
+  BlockCache code_cache_;
+  BranchStepper stepper_;
+  WatchEmulator watch_;
+  WatchEmulator::Reader watch_reader_;  // memory as the program sees it (shadows removed)
+  CodeBytesReader code_reader_;          // the same, for code
+  bool wants_poll_ = false;
+  std::chrono::steady_clock::time_point next_zombie_check_{};
+  // Until then a thread that vanished (an exec in another thread's name) holds off the
+  // "no resumed" stop: the exec event is still to come.
+  std::chrono::steady_clock::time_point exec_expected_until_{};
+  uint64_t ptrace_stops_ = 0;
+  // ---- non-stop ----
+  bool non_stop_ = false;
+  bool thread_events_ = false;
+  std::deque<StopEvent> ns_events_;        // reported, not yet returned by poll_events()
+  std::vector<std::pair<pid_t, int>> stashed_;  // wait statuses read while pausing threads
+  pid_t step_over_tid_ = 0;                // the thread stepping over a lifted int3 (0: none)
+  std::vector<pid_t> step_over_paused_;    // the threads paused for it
+  bool resumed_thread_gone_ = false;       // a resumed thread exited unreported: maybe 'N'
+  bool fresh_attach_ = false;              // attached and never resumed since (set_non_stop)
+};
+
+}  // namespace backend

@@ -1,0 +1,34 @@
+// What the block-patching trace source does to a stopped inferior from outside: runs a system
+// call in it (mmap/mprotect/munmap of the area that holds the stubs and the ring), and finds an
+// address range near a module for that area (stubs are reached with rel32 jumps).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "backend/error.h"
+#include "backend/ptrace/proc_memory.h"
+
+namespace backend::patch {
+
+// Runs system call `nr` in thread tid, which must be in a ptrace stop, with a `syscall`
+// instruction written over its pc for one single step; the bytes and every register (orig_rax
+// too, so an interrupted system call still restarts) are put back. Returns the call's result
+// (a negative errno on failure). A signal that arrives meanwhile is queued again for the thread.
+// `at`: where the `syscall` goes instead of the pc (code no other thread runs: other threads of
+// the program may be running while this one is stopped); 0 = the thread's pc.
+Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
+                               uint64_t at = 0);
+
+// A page-aligned free range of `size` bytes between the `used` ranges ([start, end), sorted),
+// such that every byte of it is within rel32 reach (with a margin) of every byte of [lo, hi).
+// Below lo first (the heap grows above a program), nearest first. nullopt if none.
+std::optional<uint64_t> free_range_near(const std::vector<std::pair<uint64_t, uint64_t>>& used, uint64_t lo,
+                                        uint64_t hi, uint64_t size);
+
+}  // namespace backend::patch
