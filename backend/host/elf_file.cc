@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -74,22 +75,25 @@ std::optional<ElfFile> ElfFile::open(const std::string& path) {
       }
   if (eh->e_shoff && eh->e_shentsize == sizeof(Elf64_Shdr)) {
     uint64_t shnum = eh->e_shnum;
-    if (shnum == 0)
+    if (shnum == 0)  // extended numbering: the count lives in section 0
       if (auto* s0 = object_at<Elf64_Shdr>(f.data_, f.size_, eh->e_shoff)) shnum = s0->sh_size;
     auto* sh = shnum ? object_at<Elf64_Shdr>(f.data_, f.size_, eh->e_shoff, shnum) : nullptr;
     uint64_t strndx = eh->e_shstrndx == SHN_XINDEX && sh ? sh[0].sh_link : eh->e_shstrndx;
+    // Sections without a readable name table stay unnamed: their types still find the symbols.
+    const char* strtab = nullptr;
+    uint64_t strsize = 0;
     if (sh && strndx < shnum) {
-      const Elf64_Shdr& names = sh[strndx];
-      const char* strtab = object_at<char>(f.data_, f.size_, names.sh_offset, names.sh_size);
-      for (uint64_t i = 0; strtab && i < shnum; ++i) {
-        std::string name;
-        if (sh[i].sh_name < names.sh_size)
-          name.assign(strtab + sh[i].sh_name, strnlen(strtab + sh[i].sh_name, names.sh_size - sh[i].sh_name));
-        f.sections_.push_back({name, sh[i].sh_type, sh[i].sh_flags, sh[i].sh_offset, sh[i].sh_size, sh[i].sh_addr,
-                               sh[i].sh_link, sh[i].sh_entsize});
-        // Separate debug files keep the note as a section only.
-        if (sh[i].sh_type == SHT_NOTE) f.notes_.emplace_back(sh[i].sh_offset, sh[i].sh_size);
-      }
+      strsize = sh[strndx].sh_size;
+      strtab = object_at<char>(f.data_, f.size_, sh[strndx].sh_offset, strsize);
+    }
+    for (uint64_t i = 0; sh && i < shnum; ++i) {
+      std::string name;
+      if (strtab && sh[i].sh_name < strsize)
+        name.assign(strtab + sh[i].sh_name, strnlen(strtab + sh[i].sh_name, strsize - sh[i].sh_name));
+      f.sections_.push_back({name, sh[i].sh_type, sh[i].sh_link, sh[i].sh_flags, sh[i].sh_addr, sh[i].sh_offset,
+                             sh[i].sh_size, sh[i].sh_entsize});
+      // Separate debug files keep the note as a section only.
+      if (sh[i].sh_type == SHT_NOTE) f.notes_.emplace_back(sh[i].sh_offset, sh[i].sh_size);
     }
   }
   return f;
@@ -145,29 +149,90 @@ std::span<const uint8_t> ElfFile::at_vaddr(uint64_t vaddr, uint64_t len) const {
   return {};
 }
 
+struct ElfFile::SymbolTable {
+  const Elf64_Sym* syms;
+  uint64_t count;
+  const char* names;
+  uint64_t names_size;
+
+  // A symbol's name: nullopt when it is not NUL-terminated inside the string table.
+  std::optional<std::string_view> name(const Elf64_Sym& s) const {
+    if (s.st_name >= names_size) return std::nullopt;
+    size_t len = strnlen(names + s.st_name, names_size - s.st_name);
+    if (len == names_size - s.st_name) return std::nullopt;
+    return std::string_view(names + s.st_name, len);
+  }
+};
+
+std::optional<ElfFile::SymbolTable> ElfFile::symbol_table(uint64_t index) const {
+  if (index >= sections_.size()) return std::nullopt;
+  const ElfSection& sec = sections_[index];
+  if (sec.entsize != sizeof(Elf64_Sym) || sec.link >= sections_.size()) return std::nullopt;
+  const ElfSection& strs = sections_[sec.link];
+  if (strs.type != SHT_STRTAB) return std::nullopt;
+  uint64_t count = sec.size / sizeof(Elf64_Sym);
+  auto* syms = object_at<Elf64_Sym>(data_, size_, sec.offset, count);
+  const char* names = object_at<char>(data_, size_, strs.offset, strs.size);
+  if (!syms || !names) return std::nullopt;
+  return SymbolTable{syms, count, names, strs.size};
+}
+
+void ElfFile::for_each_symbol(ElfSymbols which, const std::function<void(const ElfSymbol&)>& fn) const {
+  for (uint64_t i = 0; i < sections_.size(); ++i) {
+    uint32_t type = sections_[i].type;
+    bool wanted = which == ElfSymbols::symtab   ? type == SHT_SYMTAB
+                  : which == ElfSymbols::dynsym ? type == SHT_DYNSYM
+                                                : type == SHT_SYMTAB || type == SHT_DYNSYM;
+    if (!wanted) continue;
+    auto table = symbol_table(i);
+    if (!table) continue;
+    for (uint64_t k = 1; k < table->count; ++k) {
+      const Elf64_Sym& s = table->syms[k];
+      auto name = table->name(s);
+      if (!name) continue;
+      fn(ElfSymbol{*name, s.st_value, s.st_size, static_cast<uint8_t>(ELF64_ST_TYPE(s.st_info)),
+                   static_cast<uint8_t>(ELF64_ST_BIND(s.st_info)), s.st_shndx});
+    }
+  }
+}
+
 std::vector<ElfFunction> ElfFile::functions() const {
   std::vector<ElfFunction> out;
-  for (uint32_t want : {uint32_t{SHT_SYMTAB}, uint32_t{SHT_DYNSYM}}) {
-    for (const auto& sec : sections_) {
-      if (sec.type != want || sec.entsize != sizeof(Elf64_Sym) || sec.link >= sections_.size()) continue;
-      const Section& strs = sections_[sec.link];
-      auto* syms = object_at<Elf64_Sym>(data_, size_, sec.offset, sec.size / sizeof(Elf64_Sym));
-      const char* names = object_at<char>(data_, size_, strs.offset, strs.size);
-      if (!syms || !names) continue;
-      for (uint64_t k = 1; k < sec.size / sizeof(Elf64_Sym); ++k) {
-        const Elf64_Sym& s = syms[k];
-        unsigned type = ELF64_ST_TYPE(s.st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_size == 0 ||
-            s.st_name >= strs.size)
-          continue;
-        out.push_back({std::string(names + s.st_name, strnlen(names + s.st_name, strs.size - s.st_name)), s.st_value,
-                       s.st_size});
-      }
-    }
+  for (ElfSymbols which : {ElfSymbols::symtab, ElfSymbols::dynsym}) {
+    for_each_symbol(which, [&](const ElfSymbol& s) {
+      if ((s.type != STT_FUNC && s.type != STT_GNU_IFUNC) || s.shndx == SHN_UNDEF || s.size == 0) return;
+      out.push_back({std::string(s.name), s.value, s.size});
+    });
     if (!out.empty()) break;  // .symtab has everything .dynsym has
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.value < b.value; });
   out.erase(std::unique(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.value == b.value; }), out.end());
+  return out;
+}
+
+std::vector<ElfPltStub> ElfFile::plt_stubs() const {
+  std::vector<ElfPltStub> out;
+  const ElfSection *rela = nullptr, *plt = nullptr, *plt_sec = nullptr;
+  for (const auto& s : sections_) {
+    if (s.name == ".rela.plt" && s.type == SHT_RELA) rela = &s;
+    else if (s.name == ".plt") plt = &s;
+    else if (s.name == ".plt.sec") plt_sec = &s;
+  }
+  if (!rela || (!plt && !plt_sec) || rela->entsize != sizeof(Elf64_Rela)) return out;
+  auto dynsym = symbol_table(rela->link);
+  uint64_t nrela = rela->size / sizeof(Elf64_Rela);
+  auto* relas = object_at<Elf64_Rela>(data_, size_, rela->offset, nrela);
+  if (!dynsym || !relas) return out;
+  const ElfSection& stubs = plt_sec ? *plt_sec : *plt;
+  uint64_t first = stubs.addr + (plt_sec ? 0 : 16), end = stubs.addr + stubs.size;
+  for (uint64_t k = 0; k < nrela; ++k) {
+    uint64_t addr = first + 16 * k, sym = ELF64_R_SYM(relas[k].r_info);
+    if (addr + 16 > end) break;
+    if (sym == 0 || sym >= dynsym->count) continue;  // IRELATIVE: no name
+    auto name = dynsym->name(dynsym->syms[sym]);
+    if (!name || name->empty()) continue;
+    out.push_back({*name, addr, end});
+  }
   return out;
 }
 

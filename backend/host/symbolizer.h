@@ -1,6 +1,6 @@
-// Address -> "function+offset" for ELF64 files (executables, shared libraries), read with our
-// own small parser (<elf.h> only). Used for logs and diagnostics; never throws, never fails
-// loudly: a file that cannot be read or parsed just contributes no symbols.
+// Address -> "function+offset" for ELF64 files (executables, shared libraries), read with
+// ElfFile. Used for logs and diagnostics; never throws, never fails loudly: a file that cannot
+// be read or parsed just contributes no symbols.
 #pragma once
 
 #include <cstdint>
