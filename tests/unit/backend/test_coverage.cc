@@ -2,6 +2,7 @@
 // DOT), the DWARF line reader against objdump and the build-id reader against readelf.
 #include <catch2/catch.hpp>
 
+#include <elf.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -314,6 +315,45 @@ TEST_CASE("coverage: DWARF 4 and 5 line tables equal objdump's decoded lines") {
     CHECK(ours == theirs);
     CHECK(std::find(table.files.begin(), table.files.end(), prog.substr(0, prog.rfind('/')) + "/h.h") != table.files.end());
   }
+}
+
+TEST_CASE("coverage: ElfFile's sections and symbol walks are readelf's") {
+  std::string prog = compile_program(5);
+  auto elf = ElfFile::open(prog);
+  REQUIRE(elf);
+  CHECK(elf->type() == ET_EXEC);  // -no-pie
+  // readelf -S: "[ N] name type ..."; -s: "N: value size type bind vis ndx name".
+  std::vector<std::string> theirs, ours;
+  std::istringstream sections(run("readelf -SW " + prog));
+  std::regex sec_row(R"(^\s*\[\s*\d+\]\s+(\S*)\s+[A-Z_]+\s+[0-9a-f]+\s.*$)");
+  for (std::string line; std::getline(sections, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, sec_row)) theirs.push_back(m[1].str());
+  }
+  for (const auto& s : elf->sections()) ours.push_back(s.name);
+  REQUIRE(ours.size() > 1);
+  CHECK(ours == theirs);
+
+  std::map<std::string, std::pair<uint64_t, uint64_t>> symtab;  // FUNC symbols: value, size
+  std::istringstream syms(run("readelf -sW " + prog));
+  std::regex sym_row(R"(^\s*\d+:\s+([0-9a-f]+)\s+(\d+)\s+FUNC\s+\S+\s+\S+\s+\d+\s+(\S+)$)");
+  for (std::string line; std::getline(syms, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, sym_row))
+      symtab[m[3].str()] = {std::stoull(m[1].str(), nullptr, 16), std::stoull(m[2].str())};
+  }
+  REQUIRE(symtab.count("f"));
+  std::map<std::string, std::pair<uint64_t, uint64_t>> walked;  // the same from .symtab and .dynsym
+  size_t dynamic = 0, both = 0, static_only = 0;
+  elf->for_each_symbol(ElfSymbols::both, [&](const ElfSymbol& s) {
+    ++both;
+    if (s.type == STT_FUNC && s.shndx != SHN_UNDEF) walked[std::string(s.name)] = {s.value, s.size};  // STT_FUNC, defined
+  });
+  elf->for_each_symbol(ElfSymbols::dynsym, [&](const ElfSymbol&) { ++dynamic; });
+  elf->for_each_symbol(ElfSymbols::symtab, [&](const ElfSymbol&) { ++static_only; });
+  CHECK(both == dynamic + static_only);
+  CHECK(walked == symtab);
+  for (const auto& fn : elf->functions()) CHECK(symtab.at(fn.name) == std::pair{fn.value, fn.size});
 }
 
 TEST_CASE("coverage: the build id is readelf's; lcov maps covered blocks to lines") {

@@ -3,11 +3,13 @@
 #include "backend/host/symbolizer.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -27,6 +29,7 @@ const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 const char* kProgram = R"(
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -291,6 +294,27 @@ TEST_CASE("symbolizer: unreadable, non-ELF and stripped files", "[symbolizer]") 
   uint64_t alpha = nm_address(p.pie, "alpha");
   CHECK(!s.lookup(bias + alpha));  // only .dynsym left: alpha is gone
   CHECK(s.describe(bias + alpha) == "prog_stripped" + hex_offset(alpha));
+}
+
+TEST_CASE("symbolizer: a file without a section name table keeps its symbols", "[symbolizer]") {
+  // e_shstrndx = SHN_UNDEF is legal: the sections lose their names, not their types.
+  const Programs& p = programs();
+  REQUIRE(p.ok);
+  std::string unnamed = p.dir + "/prog_unnamed";
+  REQUIRE(system(("cp " + p.nopie + " " + unnamed).c_str()) == 0);
+  {
+    std::fstream f(unnamed, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offsetof(Elf64_Ehdr, e_shstrndx));
+    const char zero[2] = {0, 0};
+    f.write(zero, sizeof zero);
+  }
+  Symbolizer s;
+  s.add_module(unnamed, 0);
+  REQUIRE(s.module_count() == 1);
+  uint64_t alpha = nm_address(p.nopie, "alpha");
+  REQUIRE(alpha != 0);
+  CHECK(s.describe(alpha + 1) == "alpha+0x1");
+  CHECK(backend::read_elf_symbol_values(unnamed).count("alpha") == 1);
 }
 
 TEST_CASE("symbolizer: from_memory_map of running programs", "[symbolizer]") {
