@@ -22,20 +22,10 @@
 #include "backend/btrace/branch_tracer.h"
 #include "backend/error.h"
 #include "backend/memory_region.h"
+#include "backend/ptrace/launch.h"
 #include "backend/ptrace/registers.h"
 
 namespace backend {
-
-struct LaunchOptions {
-  std::vector<std::string> argv;          // argv[0] = program
-  std::vector<std::string> wrapper;       // --wrapper args (run as: wrapper... program args...)
-  bool startup_with_shell = true;         // run through $SHELL -c exec prog args (like gdbserver)
-  bool disable_randomization = true;      // personality(ADDR_NO_RANDOMIZE)
-  std::optional<std::string> working_dir;
-  std::map<std::string, std::string> env_set;   // applied on top of the server's environment
-  std::set<std::string> env_unset;
-  bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
-};
 
 enum class StopKind {
   Signal,        // stopped with a signal (SIGINT after interrupt, SIGSEGV, SIGUSR1, SIGSTOP...)

@@ -15,7 +15,7 @@
 #include "backend/btrace/lbr/lbr_feed.h"
 #include "backend/btrace/lbr/lbr_device.h"
 #include "backend/probe/probe.h"
-#include "backend/host/thread_db.h"
+#include "backend/tls/thread_db.h"
 #include "server/coverage_run.h"
 #include "server/log.h"
 #include "protocol/capabilities.h"

@@ -20,7 +20,7 @@
 #include "backend/btrace/branch_tracer.h"
 #include "backend/coverage/call_tree.h"
 #include "backend/x86/block_cache.h"
-#include "backend/process.h"
+#include "backend/memory_region.h"
 
 namespace backend {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/process.h"
+#include "backend/memory_region.h"
 
 namespace backend {
 

@@ -5,13 +5,26 @@
 
 #include <sys/types.h>
 
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "backend/error.h"
-#include "backend/process.h"
 
 namespace backend {
+
+struct LaunchOptions {
+  std::vector<std::string> argv;          // argv[0] = program
+  std::vector<std::string> wrapper;       // --wrapper args (run as: wrapper... program args...)
+  bool startup_with_shell = true;         // run through $SHELL -c exec prog args (like gdbserver)
+  bool disable_randomization = true;      // personality(ADDR_NO_RANDOMIZE)
+  std::optional<std::string> working_dir;
+  std::map<std::string, std::string> env_set;   // applied on top of the server's environment
+  std::set<std::string> env_unset;
+  bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
+};
 
 // Quotes one word for `sh -c` (single quotes; a ' becomes '\'').
 std::string shell_quote(const std::string& word);

@@ -1,5 +1,5 @@
 // qGetTLSAddr: where a thread-local variable of one thread lives, from libthread_db
-// (backend/host/thread_db.h). Replies as gdbserver's (server.cc): the address in hex; E01 with no
+// (backend/tls/thread_db.h). Replies as gdbserver's (server.cc): the address in hex; E01 with no
 // process, for an unknown thread and for every libthread_db failure (GDB then prints "Remote
 // target failed to process qGetTLSAddr request"); empty only when the library has no TLS calls.
 #include "protocol/hex.h"

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/host/thread_db.h"
+#include "backend/tls/thread_db.h"
 #include "test_process_support.h"
 
 using namespace backend;

@@ -1,4 +1,4 @@
-#include "backend/host/thread_db.h"
+#include "backend/tls/thread_db.h"
 
 #include <dlfcn.h>
 #include <proc_service.h>
