@@ -37,7 +37,7 @@ const PatchTracer::Region* PatchTracer::region_of(uint64_t addr) const {
 
 bool PatchTracer::enters_patched(uint64_t target) const { return installed_ && region_of(target) != nullptr; }
 
-void PatchTracer::disable(std::string why, LinuxThread* t) {
+void PatchTracer::disable(std::string why, PatchThread* t) {
   if (disabled_.empty()) disabled_ = std::move(why);
   suspend(t);
 }
@@ -59,7 +59,7 @@ bool PatchTracer::others_traced(pid_t self) const {
   return true;
 }
 
-bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop) {
+bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop) {
   WriteBatch batch(*this);
   if (!disabled_.empty()) return false;
   if (auto it = rings_.find(t.tid); it != rings_.end() && it->second.last) {
@@ -113,7 +113,7 @@ bool PatchTracer::prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop
   return true;
 }
 
-void PatchTracer::suspend(LinuxThread* t) {
+void PatchTracer::suspend(PatchThread* t) {
   WriteBatch batch(*this);
   bool all = true;
   for (auto& [tid, r] : rings_) {

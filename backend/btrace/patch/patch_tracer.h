@@ -59,7 +59,7 @@
 #include "backend/btrace/patch/area_writes.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/x86/block_cache.h"
-#include "backend/linux/linux_thread.h"
+#include "backend/btrace/patch/patch_thread.h"
 #include "backend/ptrace/proc_memory.h"
 
 namespace backend {
@@ -87,7 +87,7 @@ class PatchTracer {
 
   // t (stopped, about to continue traced) may run free: the patches are in and everything
   // reachable from its pc is instrumented. false: the engine runs it block by block.
-  bool prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop);
+  bool prepare_run(PatchThread t, bool watch_stepping, bool non_stop);
   // The engine's planner must not follow a direct branch to this target (patched code).
   bool enters_patched(uint64_t target) const;
 
@@ -98,10 +98,10 @@ class PatchTracer {
   // stands on the original instruction at *flow_addr, which the engine must execute.
   // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
   // (its branch recorded) and is to be continued traced (which explores from there).
-  StopKind on_stop(LinuxThread& t, int status, uint64_t* flow_addr);
+  StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr);
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
-  void suspend(LinuxThread* t);
+  void suspend(PatchThread* t);
   // Recording through patches is over (record stop, the last recorded thread gone, detach):
   // suspend() and then the stub and data areas are unmapped (munmap run in `tid`), so nothing
   // of the patching is left in the program. Every thread must be stopped (after suspend() none
@@ -114,7 +114,7 @@ class PatchTracer {
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
   // its own (its branches are dropped); where that fails the patches come out.
-  void untraced_run(LinuxThread& t);
+  void untraced_run(PatchThread t);
   // A new thread (stopped, not run yet; it inherited its parent's gs base): it gets a ring of
   // its own when the patches are in. Non-stop: patching stops for this process.
   void thread_created(pid_t child, bool non_stop);
@@ -173,13 +173,13 @@ class PatchTracer {
     uint64_t head_addr = 0, begin = 0, end = 0;
     uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
-    std::optional<Branch> last;        // drained while its LinuxThread was not at hand: its cursor
+    std::optional<Branch> last;        // drained while its PatchThread was not at hand: its cursor
   };
 
   // patch_tracer.cc
   Region* region_of(uint64_t addr);
   const Region* region_of(uint64_t addr) const;
-  void disable(std::string why, LinuxThread* t);
+  void disable(std::string why, PatchThread* t);
   bool all_stopped() const;           // every thread of the process is in a ptrace stop
   bool others_traced(pid_t self) const;  // every other thread runs under patch control
 
@@ -246,14 +246,14 @@ class PatchTracer {
   bool enter_stub(pid_t tid, uint64_t pc);
 
   // patch_tracer_drain.cc
-  size_t drain(pid_t tid, Ring& r, LinuxThread* t);
+  size_t drain(pid_t tid, Ring& r, PatchThread* t);
   void update_caches();
   void clear_caches();
 
   // patch_tracer_stops.cc
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
   void normalize(pid_t tid, Ring& r);
-  void settle_thread(pid_t tid, Ring& r, LinuxThread* t);
+  void settle_thread(pid_t tid, Ring& r, PatchThread* t);
 
   // patch_tracer_memory.cc
   void forget_plans();

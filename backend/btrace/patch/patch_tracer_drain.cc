@@ -9,7 +9,7 @@
 
 namespace backend {
 
-size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
+size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   if (!ready_) return 0;
   uint64_t head = head_of(r);
   if (head <= r.begin || head > r.end) return 0;
@@ -114,7 +114,7 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, LinuxThread* t) {
     t->cursor.last_flow_taken = true;
     r.last.reset();
   } else if (count) {
-    r.last = last;  // its cursor follows when its LinuxThread is at hand
+    r.last = last;  // its cursor follows when its PatchThread is at hand
   }
   return count;
 }

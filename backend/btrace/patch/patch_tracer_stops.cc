@@ -77,13 +77,13 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
 
 // A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
 // false: it is running (its gs base stays ours; a later stop of it settles it).
-void PatchTracer::settle_thread(pid_t tid, Ring& r, LinuxThread* t) {
+void PatchTracer::settle_thread(pid_t tid, Ring& r, PatchThread* t) {
   normalize(tid, r);
   drain(tid, r, t);
   (void)set_gs(tid, r, false);
 }
 
-PatchTracer::StopKind PatchTracer::on_stop(LinuxThread& t, int status, uint64_t* flow_addr) {
+PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* flow_addr) {
   WriteBatch batch(*this);
   // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
   // mmap injected there would step the thread out of that call (into its next event, unseen)
@@ -182,7 +182,7 @@ void PatchTracer::thread_created(pid_t child, bool non_stop) {
   }
 }
 
-void PatchTracer::untraced_run(LinuxThread& t) {
+void PatchTracer::untraced_run(PatchThread t) {
   WriteBatch batch(*this);
   if (!installed_) return;
   Ring* r = ring_for(t.tid);
