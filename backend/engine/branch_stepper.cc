@@ -51,7 +51,7 @@ void BranchStepper::commit_plan(LinuxThread& t, uint64_t pc) {
 void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   if (!traced(t.tid)) {
     arm(t, 0);
-    if (patch_) patch_->untraced_run(t);  // through the patches with a ring of its own, or none
+    if (patch_) patch_->untraced_run(patch_thread(t));  // through the patches with a ring of its own, or none
     t.mode = run::Normal{};
     return host_.resume(t, signo);
   }
@@ -61,7 +61,7 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
     patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
     patch_->set_hardware_breakpoints([this](uint64_t addr) { return host_.hw_breakpoint_at(addr); });
   }
-  if (patch_ && patch_->prepare_run(t, host_.watch_stepping(), host_.non_stop_mode())) {
+  if (patch_ && patch_->prepare_run(patch_thread(t), host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
     arm(t, 0);
     return host_.resume(t, signo);
@@ -144,7 +144,7 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
 bool BranchStepper::patch_stop(LinuxThread& t, int status) {
   if (!patch_) return false;
   uint64_t flow = 0;
-  switch (patch_->on_stop(t, status, &flow)) {
+  switch (patch_->on_stop(patch_thread(t), status, &flow)) {
     case PatchTracer::StopKind::None:
       return false;
     case PatchTracer::StopKind::Consumed:
@@ -358,7 +358,7 @@ bool BranchStepper::patch_release(pid_t tid) {
 
 void BranchStepper::settle(LinuxThread& t) {
   if (patch_) {
-    patch_->suspend(&t);
+    patch_suspend(&t);
     const auto& s = patch_->stats();
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "

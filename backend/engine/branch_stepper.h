@@ -115,7 +115,10 @@ class BranchStepper {
   // Original bytes back in memory, the thread out of the stubs (reported stops, pauses,
   // detach, vfork). t: the thread at hand, if any.
   void patch_suspend(LinuxThread* t) {
-    if (patch_) patch_->suspend(t);
+    if (!patch_) return;
+    if (!t) return patch_->suspend(nullptr);
+    PatchThread view = patch_thread(*t);
+    patch_->suspend(&view);
   }
   void patch_thread_created(pid_t child, bool non_stop) {
     if (patch_) patch_->thread_created(child, non_stop);
@@ -142,6 +145,8 @@ class BranchStepper {
 
  private:
   FlowInsn insn_at(uint64_t addr);  // the instruction at addr as a FlowInsn (Trap if not flow)
+  // All the patch source sees of t (it knows nothing of LinuxThread).
+  static PatchThread patch_thread(LinuxThread& t) { return PatchThread{t.tid, t.cursor, t.in_syscall}; }
 
   Host& host_;
   SoftwareBreakpoints& breakpoints_;

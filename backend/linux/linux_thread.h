@@ -10,6 +10,7 @@
 #include <optional>
 #include <variant>
 
+#include "backend/btrace/branch_cursor.h"
 #include "backend/engine/path_plan.h"
 #include "backend/x86/block_cache.h"
 #include "backend/engine/block_step.h"
@@ -61,18 +62,6 @@ struct LiftedStep {
 // last instruction executed before it).
 struct SignalEntry {
   uint64_t from = 0;  // 0 = unknown
-};
-
-// Where a traced (or branch-stepping) thread's history stands: the straight-line block it is
-// in and the last control-flow instruction it executed. Needed to find the instruction before
-// a signal and the branch a single step took.
-struct BranchCursor {
-  uint64_t block_start = 0;  // start of the straight-line block holding pc (0 = unknown)
-  uint64_t last_flow = 0;    // address of the last control-flow instruction executed
-  bool last_flow_taken = true;
-  uint64_t step_from = 0;          // a single step of a traced thread: pc before it
-  bool step_into_handler = false;  // that step delivers a caught signal
-  uint64_t signal_from = 0;        // and this was the instruction before the signal
 };
 
 struct LinuxThread {

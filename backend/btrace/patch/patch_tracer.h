@@ -26,6 +26,17 @@
 // while other threads run free gets a patch only where no thread can be executing those bytes
 // (fresh code, every other thread traced), else an int3 until the next time all are stopped.
 // Non-stop mode with more than one thread turns patching off (the software source goes on).
+//
+// Files (all in backend/btrace/patch/; the private declarations below are grouped the same way):
+//   patch_tracer.cc          lifecycle and the free run's entry points: prepare_run, suspend, release
+//   patch_tracer_areas.cc    the patched modules, the areas mapped in the program, each thread's ring
+//   patch_tracer_explore.cc  exploration: block ends planned as patches or int3 sites, their stubs,
+//                            translations, frontier traps and how stub exits are linked
+//   patch_tracer_install.cc  writing into the program: area and code writes, the table, patches in/out
+//   patch_tracer_drain.cc    rings drained into the histories; the dynamic stubs' inline caches
+//   patch_tracer_stops.cc    on_stop, moving a thread out of a stub, thread events
+//   patch_tracer_memory.cc   the memory view: unshadow, read_code, restore_into, invalidate
+//   patch_tracer_detail.h    constants and a helper shared by those files (private)
 #pragma once
 
 #include <sys/types.h>
@@ -48,7 +59,7 @@
 #include "backend/btrace/patch/area_writes.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/x86/block_cache.h"
-#include "backend/linux/linux_thread.h"
+#include "backend/btrace/patch/patch_thread.h"
 #include "backend/ptrace/proc_memory.h"
 
 namespace backend {
@@ -76,7 +87,7 @@ class PatchTracer {
 
   // t (stopped, about to continue traced) may run free: the patches are in and everything
   // reachable from its pc is instrumented. false: the engine runs it block by block.
-  bool prepare_run(LinuxThread& t, bool watch_stepping, bool non_stop);
+  bool prepare_run(PatchThread t, bool watch_stepping, bool non_stop);
   // The engine's planner must not follow a direct branch to this target (patched code).
   bool enters_patched(uint64_t target) const;
 
@@ -87,10 +98,10 @@ class PatchTracer {
   // stands on the original instruction at *flow_addr, which the engine must execute.
   // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
   // (its branch recorded) and is to be continued traced (which explores from there).
-  StopKind on_stop(LinuxThread& t, int status, uint64_t* flow_addr);
+  StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr);
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
-  void suspend(LinuxThread* t);
+  void suspend(PatchThread* t);
   // Recording through patches is over (record stop, the last recorded thread gone, detach):
   // suspend() and then the stub and data areas are unmapped (munmap run in `tid`), so nothing
   // of the patching is left in the program. Every thread must be stopped (after suspend() none
@@ -103,7 +114,7 @@ class PatchTracer {
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
   // its own (its branches are dropped); where that fails the patches come out.
-  void untraced_run(LinuxThread& t);
+  void untraced_run(PatchThread t);
   // A new thread (stopped, not run yet; it inherited its parent's gs base): it gets a ring of
   // its own when the patches are in. Non-stop: patching stops for this process.
   void thread_created(pid_t child, bool non_stop);
@@ -162,33 +173,57 @@ class PatchTracer {
     uint64_t head_addr = 0, begin = 0, end = 0;
     uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
-    std::optional<Branch> last;        // drained while its LinuxThread was not at hand: its cursor
+    std::optional<Branch> last;        // drained while its PatchThread was not at hand: its cursor
   };
 
+  // patch_tracer.cc
   Region* region_of(uint64_t addr);
   const Region* region_of(uint64_t addr) const;
-  void disable(std::string why, LinuxThread* t);
-  Result<void> setup(pid_t tid);
-  Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
-  bool set_gs(pid_t tid, Ring& r, bool ours);
-  uint64_t head_of(const Ring& r) const;  // 0: unreadable
-  bool set_head(Ring& r, uint64_t head);
+  void disable(std::string why, PatchThread* t);
   bool all_stopped() const;           // every thread of the process is in a ptrace stop
   bool others_traced(pid_t self) const;  // every other thread runs under patch control
-  void settle_thread(pid_t tid, Ring& r, LinuxThread* t);
+
+  // patch_tracer_areas.cc
   bool sync_regions();
-  void forget_plans();
-  Result<void> map_code_area(pid_t tid, Region& r);
+  Result<void> setup(pid_t tid);
   // An area shared with the server (nullopt: the caller maps a private one; counted either way).
   std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
-  void instrument(pid_t tid, uint64_t pc);
+  Result<void> map_code_area(pid_t tid, Region& r);
+  Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
+  uint64_t head_of(const Ring& r) const;  // 0: unreadable
+  bool set_head(Ring& r, uint64_t head);
+  bool set_gs(pid_t tid, Ring& r, bool ours);
+
+  // patch_tracer_explore.cc
   std::optional<uint64_t> slot_target(const FlowInsn& f) const;
-  void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+  void instrument(pid_t tid, uint64_t pc);
+  void open_frontiers();
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
-  void install(Site& s, bool int3_only = false);
-  void uninstall(Site& s, bool fenced = false);
-  void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
-  bool install_all(pid_t self);
+  bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
+  std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
+  void relink(uint64_t start);
+  uint64_t destination(uint64_t target) const;
+  std::optional<std::pair<uint64_t, bool>> stub_target(const FlowInsn& f) const;
+  // Translations: a copy of a short block whose end could not be patched (an int3 site), run
+  // by the stubs that lead to it instead of the original (which keeps its int3 for any other
+  // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
+  // client breakpoint lies in it.
+  void translate(pid_t tid, uint64_t start);
+  bool has_client_breakpoint(uint64_t begin, uint64_t end) const;
+  void set_gate(uint64_t start, bool open);
+  void open_gates();
+  void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+
+  // patch_tracer_install.cc
+  void table_insert(uint64_t target);
+  bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
+  // Code: gathered with the area writes (sent after them: a patch never leads to a stub not
+  // written yet); written through while other threads may run.
+  void code_write(uint64_t addr, std::span<const uint8_t> bytes);
+  // Everything pending sent: before the program runs a single instruction (an injected system
+  // call, a step out of a stub) and before an int3 goes in or out where a write is pending.
+  bool flush_all();
+  bool flush_writes();
   // Writes into the stub areas and the table are gathered while a WriteBatch lives (in every
   // public entry point) and sent when it ends, or before a patch that leads to them goes in.
   class WriteBatch {
@@ -202,37 +237,26 @@ class PatchTracer {
     PatchTracer& p_;
     bool was_;
   };
-  bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
-  void open_frontiers();
-  bool enter_stub(pid_t tid, uint64_t pc);
-  bool flush_writes();
-  // Code: gathered with the area writes (sent after them: a patch never leads to a stub not
-  // written yet); written through while other threads may run.
-  void code_write(uint64_t addr, std::span<const uint8_t> bytes);
-  // Everything pending sent: before the program runs a single instruction (an injected system
-  // call, a step out of a stub) and before an int3 goes in or out where a write is pending.
-  bool flush_all();
-  void table_insert(uint64_t target);
   void table_set_destination(uint32_t slot, uint64_t dest);
   void table_redirect(uint64_t target);
-  size_t drain(pid_t tid, Ring& r, LinuxThread* t);
-  void normalize(pid_t tid, Ring& r);
-  const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
+  void install(Site& s, bool int3_only = false);
+  void write_fenced(uint64_t addr, std::span<const uint8_t> bytes);
+  void uninstall(Site& s, bool fenced = false);
+  bool install_all(pid_t self);
+  bool enter_stub(pid_t tid, uint64_t pc);
+
+  // patch_tracer_drain.cc
+  size_t drain(pid_t tid, Ring& r, PatchThread* t);
   void update_caches();
   void clear_caches();
-  // Translations: a copy of a short block whose end could not be patched (an int3 site), run
-  // by the stubs that lead to it instead of the original (which keeps its int3 for any other
-  // way in). Its first 5 bytes are a gate: a nop, or a jmp to the original block while a
-  // client breakpoint lies in it.
-  void translate(pid_t tid, uint64_t start);
-  std::optional<std::pair<uint64_t, bool>> stub_target(const FlowInsn& f) const;
-  bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
-  std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
-  void relink(uint64_t start);
-  void set_gate(uint64_t start, bool open);
-  void open_gates();
-  bool has_client_breakpoint(uint64_t begin, uint64_t end) const;
-  uint64_t destination(uint64_t target) const;
+
+  // patch_tracer_stops.cc
+  const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
+  void normalize(pid_t tid, Ring& r);
+  void settle_thread(pid_t tid, Ring& r, PatchThread* t);
+
+  // patch_tracer_memory.cc
+  void forget_plans();
 
   ProcMemory& mem_;
   SoftwareBreakpoints& breakpoints_;

@@ -1,0 +1,17 @@
+// What the patch source needs of one stopped thread, and all it sees of it: the caller (the
+// engine) builds one from its LinuxThread for each call, so btrace/ never depends on linux/.
+#pragma once
+
+#include <sys/types.h>
+
+#include "backend/btrace/branch_cursor.h"
+
+namespace backend {
+
+struct PatchThread {
+  pid_t tid = 0;
+  BranchCursor& cursor;     // the thread's own: follows the last branch drained from its ring
+  bool in_syscall = false;  // between a caught syscall's entry and exit stops
+};
+
+}  // namespace backend

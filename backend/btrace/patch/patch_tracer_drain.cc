@@ -1,0 +1,163 @@
+// PatchTracer: the drain (a thread's ring read into its history) and the inline caches of the
+// dynamic stubs, moved to what the drains saw.
+#include "backend/btrace/patch/patch_tracer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/btrace/patch/patch_tracer_detail.h"
+
+namespace backend {
+
+size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
+  if (!ready_) return 0;
+  uint64_t head = head_of(r);
+  if (head <= r.begin || head > r.end) return 0;
+  // A shared ring is read where it lies; another one copied first.
+  const uint8_t* buf = r.view ? r.view + (r.begin - r.head_addr) : nullptr;
+  size_t bytes = head - r.begin;
+  if (!buf) {
+    drain_buf_.resize(bytes);
+    auto got = mem_.read(r.begin, drain_buf_);
+    if (!got) return 0;
+    bytes = *got;
+    buf = drain_buf_.data();
+  }
+  // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Only the newest
+  // the history keeps are passed on (a 1 MiB BTS-sized history keeps 43,690 of the millions a
+  // drain may bring); every entry moves the inline caches.
+  auto entry = [&](size_t& i, uint64_t& to) -> const Edge* {
+    uint32_t word;
+    std::memcpy(&word, buf + i, 4);
+    i += 4;
+    uint32_t id = word & ~patch::kDynamicEntry;
+    if (id >= edges_.size()) return nullptr;  // cannot happen: stubs only write ids we made
+    const Edge& e = edges_[id];
+    to = e.to;
+    if (word & patch::kDynamicEntry) {
+      if (i + 8 > bytes) return nullptr;
+      std::memcpy(&to, buf + i, 8);
+      i += 8;
+      if (e.stub) {  // the site's latest target: its inline cache moves there after the drain
+        if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
+        uint32_t& at = last_dynamic_[id];
+        if (at) cache_moves_[at - 1].second = to;
+        else {
+          cache_moves_.emplace_back(e.stub, to);
+          cache_move_ids_.push_back(id);
+          at = static_cast<uint32_t>(cache_moves_.size());
+        }
+      }
+    }
+    return &e;
+  };
+  size_t count = 0;
+  Branch last;
+  // The ring's entry ids go to the history as they are (resolved through edges_ once per
+  // history); only a dynamic entry's branch is spelled out.
+  entries_.clear();
+  batch_.clear();
+  auto keep = [&](uint32_t word, const Edge& e, uint64_t to) {
+    if (word & patch::kDynamicEntry) {
+      entries_.push_back(BranchRing::kExplicit | static_cast<uint32_t>(batch_.size()));
+      batch_.push_back(Branch{e.from, to});
+    } else {
+      entries_.push_back(word);
+    }
+  };
+  const size_t kept = tracer_->branches_kept(tid);
+  // Two passes: all entries for the inline caches and the count, then only the newest the
+  // history keeps (one pass that keeps everything measured slower). (offset, branches before
+  // it) every kMark branches: the second pass starts near the first branch kept instead of
+  // walking the whole ring again.
+  constexpr size_t kMark = 4096;
+  size_t end = 0;
+  drain_marks_.clear();
+  for (size_t i = 0; i + 4 <= bytes;) {
+    if (count % kMark == 0 && (drain_marks_.empty() || drain_marks_.back().second != count))
+      drain_marks_.emplace_back(i, count);
+    uint64_t to = 0;
+    const Edge* e = entry(i, to);
+    if (!e) break;
+    end = i;
+    if (to == e->from + e->len) continue;
+    last = Branch{e->from, to};
+    ++count;
+  }
+  size_t skip = count - std::min(count, kept);
+  entries_.reserve(count - skip);
+  size_t start = 0, before = 0;
+  for (const auto& [at, n] : drain_marks_) {
+    if (n > skip) break;
+    start = at;
+    before = n;
+  }
+  for (size_t i = start, n = before; i < end;) {
+    uint32_t word;
+    std::memcpy(&word, buf + i, 4);
+    i += 4;
+    const Edge& e = edges_[word & ~patch::kDynamicEntry];
+    uint64_t to = e.to;
+    if (word & patch::kDynamicEntry) {
+      std::memcpy(&to, buf + i, 8);
+      i += 8;
+    }
+    if (to == e.from + e.len) continue;
+    if (n++ >= skip) keep(word, e, to);
+  }
+  tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
+  (void)set_head(r, r.begin);
+  stats_.drained += count;
+  if (count && t) {
+    t->cursor.block_start = last.to;
+    t->cursor.last_flow = last.from;
+    t->cursor.last_flow_taken = true;
+    r.last.reset();
+  } else if (count) {
+    r.last = last;  // its cursor follows when its PatchThread is at hand
+  }
+  return count;
+}
+
+// Each dynamic site that missed its inline cache since the last drain caches its latest
+// target, when that target is instrumented (a hit jumps there directly). Never the stub a
+// thread stands in (it may be between reading the target and the id); only while no thread
+// runs (the 12 bytes are not one store).
+void PatchTracer::update_caches() {
+  if (cache_moves_.empty()) return;
+  std::vector<uint64_t> pcs;
+  for (const auto& [tid, r] : rings_) pcs.push_back(pc_of(tid));
+  for (const auto& [base, target] : cache_moves_) {
+    auto it = stubs_.find(base);
+    if (it == stubs_.end() || !it->second.cache || it->second.cached == target) continue;
+    StubInfo& info = it->second;
+    if (std::any_of(pcs.begin(), pcs.end(), [&, b = base](uint64_t pc) { return pc >= b && pc < b + info.len; })) continue;
+    if (!visited_.count(target)) continue;
+    auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
+    if (fresh) edges_.push_back(Edge{info.flow, target, info.flow_len, 0});
+    uint8_t slot[patch::kCacheBytes] = {};
+    uint64_t dest = destination(target);
+    std::memcpy(slot, &target, 8);
+    std::memcpy(slot + 8, &e->second, 4);
+    std::memcpy(slot + 16, &dest, 8);
+    if (area_write(base + *info.cache, slot)) {
+      info.cached = target;
+      cached_by_target_.emplace(target, base);
+    }
+  }
+  for (uint32_t id : cache_move_ids_) last_dynamic_[id] = 0;
+  cache_move_ids_.clear();
+  cache_moves_.clear();
+}
+
+void PatchTracer::clear_caches() {
+  cached_by_target_.clear();
+  uint8_t zeros[patch::kCacheBytes] = {};
+  for (auto& [base, info] : stubs_)
+    if (info.cache && info.cached) {
+      area_write(base + *info.cache, zeros);
+      info.cached = 0;
+    }
+}
+
+}  // namespace backend

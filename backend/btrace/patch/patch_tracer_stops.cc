@@ -1,0 +1,201 @@
+// PatchTracer: a thread's stops (its ring drained, a fenced write, a frontier trap, a stub's
+// miss, a full ring, a thread moved out of a stub) and thread events.
+#include "backend/btrace/patch/patch_tracer.h"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "backend/btrace/patch/patch_tracer_detail.h"
+
+namespace backend {
+
+const PatchTracer::StubInfo* PatchTracer::stub_at(uint64_t pc, uint64_t* base) const {
+  auto it = stubs_.upper_bound(pc);
+  if (it == stubs_.begin()) return nullptr;
+  --it;
+  if (pc >= it->first + it->second.len) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+// A thread stopped inside a stub goes back to the original address it stands for where nothing
+// of the control-flow instruction has happened yet; elsewhere it is stepped to the stub's end.
+void PatchTracer::normalize(pid_t tid, Ring& ring) {
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return;
+  uint64_t base = 0;
+  const StubInfo* info = stub_at(regs.rip, &base);
+  if (!info) return;
+  for (const auto& [off, addr] : info->exact)
+    if (regs.rip == base + off) {
+      regs.rip = addr;
+      ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+      return;
+    }
+  ++stats_.step_outs;
+  if (!flush_all()) return;  // it runs code now
+  std::vector<int> signals;
+  for (int steps = 0; steps < 512; ++steps) {
+    if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+    int status = 0;
+    while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+    if (!WIFSTOPPED(status)) return;
+    int sig = WSTOPSIG(status);
+    if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) break;
+    if (sig == SIGSEGV) {
+      siginfo_t si{};
+      ::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+      auto addr = reinterpret_cast<uint64_t>(si.si_addr);
+      if (addr >= ring.end && addr < ring.end + kPage) {  // the ring filled up on the way out
+        drain(tid, ring, nullptr);
+        regs.rax = ring.begin;
+        ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+        ++stats_.ring_full;
+        continue;
+      }
+    }
+    if (sig != SIGTRAP) {
+      signals.push_back(sig);
+      continue;
+    }
+    if (info->miss_int3 && regs.rip - 1 == base + *info->miss_int3) {
+      regs.rip = info->flow;  // the engine executes it at the next run
+      ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+      break;
+    }
+    if (regs.rip < base || regs.rip >= base + info->len) break;
+  }
+  for (int sig : signals) ::syscall(SYS_tgkill, pid_, tid, sig);
+}
+
+// A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
+// false: it is running (its gs base stays ours; a later stop of it settles it).
+void PatchTracer::settle_thread(pid_t tid, Ring& r, PatchThread* t) {
+  normalize(tid, r);
+  drain(tid, r, t);
+  (void)set_gs(tid, r, false);
+}
+
+PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* flow_addr) {
+  WriteBatch batch(*this);
+  // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
+  // mmap injected there would step the thread out of that call (into its next event, unseen)
+  // and put the stale rax back. The next run from such a stop goes without patches.
+  if (WIFSTOPPED(status)) {
+    int event = status >> 16;
+    if (event != 0 || WSTOPSIG(status) == (SIGTRAP | 0x80)) in_syscall_tid_ = t.tid;
+    else if (in_syscall_tid_ == t.tid) in_syscall_tid_ = 0;
+    // A vfork child runs in this memory until it exits or execs (its parent's vforkdone): no
+    // patch may go back in meanwhile.
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK) vfork_pending_ = true;
+    if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK_DONE) vfork_pending_ = false;
+  }
+  if (!WIFSTOPPED(status)) return StopKind::None;
+  int sig = WSTOPSIG(status);
+  if (sig == SIGTRAP && (status >> 16) == 0 && !fences_.empty()) {
+    // The int3 of a fenced write (over now): start again at its address.
+    user_regs_struct regs{};
+    if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) == 0 && fences_.count(regs.rip - 1)) {
+      uint8_t now = 0;
+      if (auto n = mem_.read(regs.rip - 1, std::span<uint8_t>(&now, 1)); n && *n == 1 && now != 0xcc) {
+        regs.rip -= 1;
+        ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+        return StopKind::Consumed;
+      }
+    }
+  }
+  auto it = rings_.find(t.tid);
+  if (it == rings_.end() || !it->second.gs_set) return StopKind::None;
+  Ring& ring = it->second;
+  if (ring.last) {
+    t.cursor.block_start = ring.last->to;
+    t.cursor.last_flow = ring.last->from;
+    t.cursor.last_flow_taken = true;
+    ring.last.reset();
+  }
+  drain(t.tid, ring, &t);
+  if (rings_.size() == 1) update_caches();  // the one thread is stopped
+  if ((status >> 16) != 0 || sig == (SIGTRAP | 0x80) || sig == SIGSTOP) return StopKind::None;
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) return StopKind::None;
+  uint64_t base = 0;
+  if (sig == SIGTRAP) {
+    const StubInfo* info = stub_at(regs.rip - 1, &base);
+    if (info && info->frontier && regs.rip - 1 == base) {
+      regs.rip = info->flow;  // the branch there is recorded: the thread goes on from the target
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      ++stats_.frontier;
+      return StopKind::Frontier;
+    }
+    if (info && info->miss_int3 && regs.rip - 1 == base + *info->miss_int3) {
+      regs.rip = info->flow;
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      *flow_addr = info->flow;
+      ++stats_.misses;
+      return StopKind::Miss;
+    }
+    return StopKind::None;
+  }
+  if (sig == SIGSEGV) {
+    siginfo_t si{};
+    ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
+    auto addr = reinterpret_cast<uint64_t>(si.si_addr);
+    const StubInfo* info = stub_at(regs.rip, &base);
+    if (info && addr >= ring.end && addr < ring.end + kPage &&
+        std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end()) {
+      regs.rax = ring.begin;  // drained above: the store starts the ring again
+      ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+      ++stats_.ring_full;
+      return StopKind::Consumed;
+    }
+  }
+  // A signal for the program: it is seen at an original address.
+  normalize(t.tid, ring);
+  drain(t.tid, ring, &t);
+  return StopKind::None;
+}
+
+void PatchTracer::thread_created(pid_t child, bool non_stop) {
+  WriteBatch batch(*this);
+  if (!disabled_.empty() || !ready_) return;
+  if (non_stop) {
+    disable("more than one thread in non-stop mode (block patching handles threads in all-stop mode)", nullptr);
+    return;
+  }
+  // It inherited its parent's gs base: while that is one of our rings it needs its own.
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return;
+  if (!installed_ && regs.gs_base == 0) return;
+  Ring* r = ring_for(child);
+  if (!r || !set_gs(child, *r, true)) {
+    if (r) rings_.erase(child);
+    regs.gs_base = 0;  // never its parent's ring
+    ::ptrace(PTRACE_SETREGS, child, nullptr, &regs);
+    disable(r ? "the program uses the gs base" : "cannot map a ring for a thread", nullptr);
+  }
+}
+
+void PatchTracer::untraced_run(PatchThread t) {
+  WriteBatch batch(*this);
+  if (!installed_) return;
+  Ring* r = ring_for(t.tid);
+  if (r && (r->gs_set || set_gs(t.tid, *r, true))) return;
+  suspend(&t);
+}
+
+void PatchTracer::thread_exited(pid_t tid) {
+  WriteBatch batch(*this);
+  auto it = rings_.find(tid);
+  if (it == rings_.end()) return;
+  spare_.push_back(it->second);
+  rings_.erase(it);
+}
+
+}  // namespace backend
