@@ -1,79 +1,8 @@
-// Which memory one x86-64 instruction accesses, computed from its operands and the registers.
-//
-// Used to emulate hardware watchpoints where the VM drops debug-register traps: the server
-// single-steps and, before each step, asks for the accesses of the instruction at rip; after the
-// step it stops when an access overlaps a watched range of the right kind, as DR7 would.
-//
-// Each address is decoded once (capstone, detail on) into a small recipe (per access: segment,
-// base, index, scale, displacement, size, read/write) which is cached by address and evaluated
-// with the registers on every call. A cached recipe is used only if the instruction bytes passed
-// in still equal the bytes it was decoded from, so self-modifying code is safe even without
-// invalidate(); invalidate() keeps the cache from holding dead entries.
-//
-// Semantics: the Intel SDM, checked on the CPU by tests/unit/backend/test_access_decoder.cc (a table
-// of instructions, each single-stepped in a child and compared with the bytes it wrote, the page
-// faults it takes under PROT_NONE/PROT_READ, and the debug-register watchpoints it fires), and by
-// its hidden sweep of every form capstone 4 decodes:
-// - Memory operands: base + index*scale + disp; RIP-relative is relative to the next
-//   instruction; 0x67 wraps the effective address to 32 bits; fs:/gs: add fs_base/gs_base after
-//   that; cs/ds/es/ss overrides are flat in 64-bit mode.
-// - Read/write: capstone 4's access flags are wrong for many stores (fstp, movq, pextr*, every
-//   VEX/EVEX store, cmpxchg, rol/ror/rcl/rcr...), so they are not used. A memory operand that is
-//   not the first (destination) operand is read. A first operand is read-modify-write for the
-//   RMW instructions (add..xor, inc/dec/neg/not, shifts/rotates, bts/btr/btc, xadd, xchg,
-//   cmpxchg/8b/16b), read for the instructions that only read it (cmp, test, bt, push, call,
-//   jmp, mul/div, x87 loads and arithmetic, fldcw, ldmxcsr, verr/verw), and written otherwise.
-// - cmpxchg (all forms) is read+write whether or not it succeeds: the CPU always writes
-//   (the old value, on failure).
-// - No access: lea, nop r/m (multi-byte nops and the 0f 18..1f hint space: bnd*, cldemote),
-//   prefetch*, and everything without a memory operand (cpuid, rdpid, rdtsc, mov between
-//   registers, in/out, int3, int1, ud2, hlt...). No watchpoint fires for any of them.
-// - clflush, clflushopt, clwb: a 1-byte read of the byte named (they fire an access watchpoint,
-//   not a write one).
-// - Implicit stack accesses (8 bytes, 2 with a 0x66 prefix where the CPU honours it): push
-//   (write at rsp-size; `push [rsp+..]` reads its source with the old rsp), pop (read at rsp;
-//   `pop [rsp+..]` computes its destination with the incremented rsp), call (write 8 at rsp-8;
-//   `call [mem]` also reads the pointer), ret/ret imm (read 8 at rsp), pushf/popf, push fs/gs
-//   (writes the whole 8-byte slot), pop fs/gs (reads only the 2-byte selector at rsp), enter
-//   (push rbp, plus the frame-pointer display for a nesting level > 0, read from rbp; the write
-//   probe ENTER makes at the final rsp is not an access: no watchpoint fires there), leave
-//   (read 8 at rbp).
-// - String instructions (movs/stos/lods/cmps/scas): one element, at rsi (with the segment
-//   override) and/or rdi (never overridden), element size from the opcode and operand size;
-//   the direction flag does not matter for the element accessed first. With rep/repe/repne a
-//   single step executes ONE iteration (the CPU traps after each), so the same one element is
-//   reported; rep with rcx (ecx under 0x67) == 0 accesses nothing.
-// - xlat reads 1 byte at [rbx + al]; maskmovq/maskmovdqu write 8/16 bytes at [rdi] (all of
-//   them, whatever the mask).
-// - Masked stores and loads (AVX-512 {k}, vmaskmov/vpmaskmov, compress/expand) count as
-//   accessing the FULL memory operand: a superset of what the CPU touches (no watchpoint fires
-//   and no fault happens for masked-off elements), so a watchpoint there may stop spuriously.
-//   Computing the mask would need the vector and mask registers, which user_regs_struct lacks.
-// - AVX-512 embedded broadcast ({1toN}) reads one element; widening loads ((v)pmovzx/sx) and
-//   narrowing stores (vpmov[s|us]xy, vcvtps2ph) access their narrower memory operand; scalar
-//   ss/sd operations 4/8 bytes; lfs/lgs/lss operand size + 2. capstone 4 reports several of
-//   these wrong (EVEX scalars, (v)comiss/sd, EVEX vmovq, 8:1 vpmov*); they are corrected here.
-// - bt/bts/btr/btc with a register bit offset and a memory operand address a bit string: the
-//   access is operand-size bytes at EA + opsize * floor(offset / (8 * opsize)), the offset being
-//   the register read as a signed operand-size integer. With an immediate offset the access is
-//   at EA (the offset is taken modulo the operand size).
-// - x87: m16/m32/m64/m80 sizes from the operand (fld/fstp/fbld/fbstp m80 = 10 bytes);
-//   fnstsw m16 is 2 bytes (capstone says 4).
-// - exact=false (the caller compares the watched bytes after the step): the xsave/xrstor and
-//   fxsave/fxrstor families, fnsave/frstor/fldenv/fnstenv, gathers/scatters and the gather/scatter
-//   prefetches (any VSIB operand), syscall/sysenter/sysexit/sysret, int n/into, iret, far
-//   call/jmp/ret, ins/outs, sgdt/sidt/sldt/str/smsw (the kernel may emulate them under UMIP and
-//   write memory), the privileged descriptor-table/VMX/TLB instructions, bndmov/bndldx/bndstx,
-//   enter/leave with a 0x66 prefix, and anything capstone 4 cannot decode (len = 0 then):
-//   among them movdir64b, movdiri, enqcmd(s), clzero, vbroadcasti128, vcompressps. (capstone 4
-//   also reads ptwrite and a few other F3 0F AE forms as xsave*: exact=false as well.)
-//   Also exact=false: encodings capstone 4 decodes differently from the CPU (a 66/f2/f3 prefix
-//   followed by another legacy prefix, a REX not right before the opcode, a memory operand
-//   whose base contradicts ModRM; see misdecoded() in mem_access.cc).
-//
-// run_ahead() uses the same cached recipes, each with a summary of which GPRs the instruction
-// writes and whether it can leave the straight line; its rules are in mem_access.cc
-// ("run-ahead").
+// Which memory one x86-64 instruction accesses, computed from its operands and the registers;
+// used to emulate hardware watchpoints where the VM drops debug-register traps. Each address is
+// decoded once with capstone into a cached recipe that is evaluated with the registers on every
+// call; run_ahead() says how far straight-line code can run unchecked. The semantics, rule by
+// rule, and how the tests check them against the CPU: docs/watch-emulation.md.
 //
 // Not thread-safe: one decoder per user (it holds the capstone handle and the cache).
 #pragma once
@@ -98,8 +27,8 @@ struct MemAccess {
 
 struct InsnAccesses {
   std::vector<MemAccess> accesses;  // what ONE single-step execution of the instruction touches
-  bool exact = true;  // false: accesses cannot be computed (see the header comment): the caller
-                      // compares the watched bytes after the step
+  bool exact = true;  // false: accesses cannot be computed (docs/watch-emulation.md): the
+                      // caller compares the watched bytes after the step
   uint8_t len = 0;    // instruction length, 0 = undecodable
 };
 
@@ -163,7 +92,7 @@ class AccessDecoder {  // owns a capstone handle (CS_ARCH_X86, CS_MODE_64, detai
   void decode(std::span<const uint8_t> code, const user_regs_struct& regs, InsnAccesses& out);
   // Walks straight-line code from regs.rip without running it and says how far the thread can
   // run unchecked: each walked instruction's accesses are computed from the entry registers as
-  // far as the walk can follow them (see mem_access.cc "run-ahead" for the exact rules), and
+  // far as the walk can follow them (the exact rules: the top of insn_effects.cc), and
   // none of them satisfies `touches` (an empty one is never true). The walk stops AT (not
   // after) the first instruction that is control flow, has an access it cannot compute, has
   // exact=false, is unusual or a rep string instruction, has an access for which `touches` is

@@ -571,7 +571,7 @@ std::vector<uint8_t> data_image(uint64_t base, size_t size) {
 }
 
 // What the CPU did at one step: the registers before it and the accesses decode() gives for
-// them (verified against the CPU by test_mem_access.cc).
+// them (verified against the CPU by test_access_decoder_table.cc).
 struct TrueStep {
   user_regs_struct regs{};
   InsnAccesses acc;
