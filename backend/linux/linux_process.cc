@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "backend/ptrace/launch.h"
 #include "backend/ptrace/proc_info.h"
 #include "backend/ptrace/ptrace_requests.h"
+#include "backend/ptrace/thread_signal.h"
 
 namespace backend {
 
@@ -44,8 +44,6 @@ struct SyscallInfo {
   };
 };
 constexpr uint8_t kSyscallInfoEntry = 1, kSyscallInfoExit = 2;
-
-int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
 
 // A traced run hands back to the server's loop after this many wait statuses (bounded slices).
 constexpr int kStatusesPerSlice = 256;
@@ -583,7 +581,7 @@ void LinuxProcess::interrupt() {
   }
   if (!target) return;
   interrupt_requested_ = true;
-  if (!target->sigstop_expected && tgkill(pid_, target->tid, SIGSTOP) == 0) target->sigstop_expected = true;
+  if (!target->sigstop_expected && signal_thread(pid_, target->tid, SIGSTOP) == 0) target->sigstop_expected = true;
 }
 
 // ---------------------------------------------------------------- waiting
@@ -1088,7 +1086,7 @@ void LinuxProcess::report(LinuxThread& t, StopEvent ev) {
 void LinuxProcess::stop_others() {
   for (auto& [tid, t] : threads_) {
     if (!t.running || t.sigstop_expected || leader_is_zombie(t)) continue;
-    if (tgkill(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
+    if (signal_thread(pid_, tid, SIGSTOP) == 0) t.sigstop_expected = true;
   }
 }
 

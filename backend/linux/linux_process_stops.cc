@@ -5,19 +5,15 @@
 // with all-stop: report() hands the event here instead of stopping every thread.
 #include <signal.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "backend/linux/linux_process.h"
+#include "backend/ptrace/thread_signal.h"
 
 namespace backend {
-
-namespace {
-int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
-}  // namespace
 
 bool LinuxProcess::running() const {
   if (!non_stop_) return phase_ != Phase::Stopped;
@@ -137,7 +133,7 @@ void LinuxProcess::request_stop(LinuxThread& t, int signo) {
   t.stop_requested = true;
   t.stop_signal = signo;
   if (t.running) {
-    if (!t.sigstop_expected && tgkill(pid_, t.tid, SIGSTOP) == 0) t.sigstop_expected = true;
+    if (!t.sigstop_expected && signal_thread(pid_, t.tid, SIGSTOP) == 0) t.sigstop_expected = true;
     return;
   }
   if (t.stashed) return;  // its status is handled at the next poll: the stop is reported then
@@ -210,7 +206,7 @@ std::vector<pid_t> LinuxProcess::pause_running(pid_t except) {
   for (auto& [tid, t] : threads_) {
     if (tid == except || !t.running || t.paused || leader_is_zombie(t)) continue;
     if (!t.sigstop_expected) {
-      if (tgkill(pid_, tid, SIGSTOP) != 0) continue;
+      if (signal_thread(pid_, tid, SIGSTOP) != 0) continue;
       t.sigstop_expected = true;
     }
     sent.push_back(tid);
