@@ -1,8 +1,8 @@
 // Non-stop mode of LinuxProcess: per-thread resume and stop, the queue of reported events,
 // and the short pauses of running threads (a multi-byte memory write, debug registers, a
 // step-over with an int3 lifted) that keep a running thread from executing half-written code
-// or passing a lifted breakpoint. The stop dispatcher itself (linux_process.cc) is shared
-// with all-stop: report() hands the event here instead of stopping every thread.
+// or passing a lifted breakpoint. The stop dispatcher itself (linux_process_dispatch.cc) is
+// shared with all-stop: report() hands the event here instead of stopping every thread.
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -171,33 +171,6 @@ void LinuxProcess::settle_thread(LinuxThread& t) {
   tracer_->thread_stopped(t.tid);
 }
 
-void LinuxProcess::thread_exited(LinuxThread& t, int status) {
-  pid_t tid = t.tid;
-  bool was_resumed = t.resumed, was_step_over = step_over_tid_ == tid;
-  stepper_.arm(t, 0);
-  if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
-  if (auto* over = std::get_if<run::StepOver>(&t.mode)) (void)breakpoints_.lower(mem_, over->addr);
-  tracer_->thread_exited(tid);
-  stepper_.patch_thread_exited(tid);  // its ring goes to the next new thread
-  deferred_.erase(tid);
-  threads_.erase(tid);
-  if (thread_events_) {
-    StopEvent ev = make_event(StopKind::ThreadExited, tid, 0);
-    ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-    log("thread {}: exited, reported", tid);
-    if (non_stop_) {
-      ns_events_.push_back(ev);
-    } else if (!stopping()) {  // all-stop: like any event, everybody stops
-      chosen_ = ev;
-      phase_ = Phase::Stopping;
-      deferred_.clear();
-      stop_others();
-    }
-  } else if (non_stop_ && was_resumed) {
-    resumed_thread_gone_ = true;
-  }
-  if (was_step_over) end_step_over();
-}
 
 // ---------------------------------------------------------------- pauses
 
