@@ -7,13 +7,30 @@
 // is Stopping (the other threads get a SIGSTOP that is swallowed) until every thread is
 // stopped, and poll_events() returns the event.
 //
-// Non-stop (thread_stops.cc) keeps the same dispatcher: report() stops the event's thread
-// alone and queues the event; a resume names threads while others run; threads are paused
-// only for an instant (a multi-byte write, debug registers, a step-over with an int3 lifted).
+// Non-stop keeps the same dispatcher: report() stops the event's thread alone and queues the
+// event; a resume names threads while others run; threads are paused only for an instant (a
+// multi-byte write, debug registers, a step-over with an int3 lifted).
 //
 // A thread's run mode (linux_thread.h) says how it is resumed (resume_thread) and what its
 // next stop means; software tracing and stepbranch live in BranchStepper (branch_stepper.h),
 // emulated watchpoints in WatchEmulator (watch_emulator.h).
+//
+// One job a file:
+//   linux_process.cc             creation (launch, attach), detach and kill, thread queries,
+//                                small helpers (pc, run mode, events)
+//   linux_process_resume.cc      the client's resume (all-stop), deferred starts off our
+//                                int3s, resume_thread(), step_branch()
+//   linux_process_dispatch.cc    poll_events() and handle_stop() with what it calls: traps,
+//                                steps, signals, clone, thread exits
+//   linux_process_children.cc    fork and vfork children, exec, take_fork_children()
+//   linux_process_syscalls.cc    QCatchSyscalls and the PTRACE_SYSCALL stops
+//   linux_process_all_stop.cc    report(), interrupt(), stopping the other threads, finish()
+//                                and settling at a reported stop, stop_all_sync()
+//   linux_process_non_stop.cc    non-stop: per-thread resume and stop, the event queue,
+//                                pauses of running threads
+//   linux_process_watch.cc       glue to WatchEmulator: checked steps, runs ahead, hit events
+//   linux_process_access.cc      siginfo, registers, memory, breakpoints, /proc information
+//   linux_process_conditions.cc  target-side breakpoint conditions and commands
 #pragma once
 
 #include <sys/types.h>
@@ -76,7 +93,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void pause() override { stop_all_sync(); }
   void recording_stopped(pid_t /*tid*/) override { release_patches(false); }
 
-  // ---- non-stop (thread_stops.cc) ----
+  // ---- non-stop (linux_process_non_stop.cc) ----
   Result<void> set_non_stop(bool on) override;
   bool non_stop() const override { return non_stop_; }
   std::vector<StopEvent> stopped_threads() const override;
@@ -130,12 +147,15 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // SIGSTOP, and every handler leaves threads where they stop.
   enum class Phase { Stopped, Running, Stopping };
 
+  // ---- construction and small helpers (linux_process.cc) ----
   LinuxProcess(pid_t pid, bool attached);
   void set_trace_options(pid_t tid);
   LinuxThread* find(pid_t tid);
   uint64_t get_pc(pid_t tid) const;
   void set_pc(pid_t tid, uint64_t pc) const;
   void set_mode(LinuxThread& t, RunMode mode);
+  StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
+  void forget_process(StopEvent exit_event);
   template <typename... Args>
   void log(fmt::format_string<Args...> format, Args&&... args) const {
     if (settings_.log) settings_.log(fmt::format(format, std::forward<Args>(args)...));
@@ -160,16 +180,18 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
     if (settings_.log) settings_.log(line);
   }
 
-  // ---- the stop dispatcher (one wait status) ----
+  // ---- resuming (linux_process_resume.cc) ----
+  void start_deferred();
+  void resume_thread(LinuxThread& t, int signo);
+  bool step_ends_action(const ResumeAction& a, uint64_t pc) const;
+
+  // ---- the stop dispatcher: one wait status (linux_process_dispatch.cc) ----
   void handle_stop(pid_t tid, int status);
   void handle_exit(LinuxThread& t, int status);
+  void thread_exited(LinuxThread& t, int status);  // a thread other than the leader exited
   void handle_signal(LinuxThread& t, int sig);
   void handle_trap(LinuxThread& t);
   void handle_ptrace_event(LinuxThread& t, int event);
-  void handle_fork(LinuxThread& t, int event, pid_t child);
-  void handle_exec();
-  void handle_syscall_stop(LinuxThread& t);
-  void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
   // The thread's step ended (si_code of its SIGTRAP; DR6 as read for a block step).
   void handle_step_done(LinuxThread& t, int si_code, std::optional<uint64_t> dr6);
   // An int3 of ours (and no client's) at addr was hit.
@@ -177,38 +199,42 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // An int3 trap at addr whose breakpoint was removed before the trap was reported.
   bool vanished_breakpoint(uint64_t addr) const;
 
-  // ---- resuming ----
-  void start_deferred();
-  void resume_thread(LinuxThread& t, int signo);
-  bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
-  bool step_ends_action(const ResumeAction& a, uint64_t pc) const;
+  // ---- fork, vfork and exec (linux_process_children.cc) ----
+  void handle_fork(LinuxThread& t, int event, pid_t child);
+  void handle_exec();
 
-  // ---- stopping ----
+  // ---- syscall stops (linux_process_syscalls.cc) ----
+  void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
+  void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)
+  bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
+
+  // ---- all-stop: stopping the others, settling (linux_process_all_stop.cc) ----
   void stop_others();
   bool all_stopped() const;
   // The leader exited while other threads live (main called pthread_exit): it stays a zombie
   // the kernel reports only with the whole group. It is no thread of ours any more.
   bool leader_is_zombie(LinuxThread& leader);
-  StopEvent make_event(StopKind kind, pid_t tid, int signo = 0) const;
   StopEvent finish(StopEvent ev);   // poll_events() returns this stop
   void settle_threads();           // at a reported stop: plans committed, int3s out, modes reset
   // Block patching's areas unmapped and the original code back, when every thread is stopped
   // and (unless `always`: detach) none records through patches any more.
   void release_patches(bool always);
   void stop_all_sync();
-  void forget_process(StopEvent exit_event);
+
+  // ---- breakpoints (linux_process_access.cc) ----
+  Result<void> remove_client_point(BreakpointKind kind, uint64_t addr, uint64_t len);
 
   // ---- target-side conditions and commands (linux_process_conditions.cc) ----
   // t hit the client breakpoint at addr (pc rewound; `int3`: ours, else a debug register):
   // true when the hit is reported. Otherwise it is already dealt with: passed, or left on the
   // breakpoint to be hit (and evaluated) again at the next resume while the process stops.
-  Result<void> remove_client_point(BreakpointKind kind, uint64_t addr, uint64_t len);
   bool client_hit_reported(LinuxThread& t, uint64_t addr, bool int3);
   // Evaluates the program at addr for t's hit (commands run, output kept): true to report it.
   bool hit_counts(LinuxThread& t, uint64_t addr);
   // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
   void pass_client_breakpoint(LinuxThread& t, uint64_t addr);
-  // ---- non-stop (thread_stops.cc) ----
+
+  // ---- non-stop (linux_process_non_stop.cc) ----
   Result<void> resume_non_stop(const ResumePlan& plan);
   // vCont;t / vCtrlC: the thread stops at the next chance, reported with `signo`.
   void request_stop(LinuxThread& t, int signo);
@@ -225,9 +251,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void handle_stashed();
   // poll_events() in non-stop, after the wait statuses were handled.
   std::optional<StopEvent> next_non_stop_event();
-  void thread_exited(LinuxThread& t, int status);  // a thread other than the leader exited
 
-  // ---- emulated watchpoints ----
+  // ---- emulated watchpoints (linux_process_watch.cc) ----
   StopEvent watch_event(pid_t tid, const WatchHit& hit) const;
   // A checked step (or a run ahead to the next instruction that needs one) of t.
   enum class WatchRun { Step, Ahead, Gone };

@@ -1,6 +1,6 @@
 // LinuxProcess's accessors: signals' siginfo, registers, memory (through the breakpoint
 // shadows), breakpoints and watchpoints (debug registers, or emulated), and information read
-// from /proc. The ptrace loop itself is in linux_process.cc.
+// from /proc. The ptrace loop itself: see linux_process.h.
 #include <signal.h>
 #include <sys/ptrace.h>
 

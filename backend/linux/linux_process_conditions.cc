@@ -1,6 +1,7 @@
 // LinuxProcess: target-side breakpoint conditions and commands (issue 17). The stop dispatcher
-// (linux_process.cc) asks client_hit_reported() at each hit of a client code breakpoint that
-// has a program; a hit that is not reported is passed here without the client hearing of it.
+// (linux_process_dispatch.cc) asks client_hit_reported() at each hit of a client code
+// breakpoint that has a program; a hit that is not reported is passed here without the client
+// hearing of it.
 #include <signal.h>
 
 #include "backend/linux/linux_process.h"

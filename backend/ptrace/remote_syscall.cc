@@ -2,13 +2,14 @@
 
 #include <signal.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+
+#include "backend/ptrace/thread_signal.h"
 
 namespace backend::patch {
 
@@ -64,7 +65,7 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
   }
   (void)mem.write(where, orig);
   ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
-  for (int sig : signals) ::syscall(SYS_tgkill, pid, tid, sig);
+  for (int sig : signals) (void)signal_thread(pid, tid, sig);
   return result;
 }
 

@@ -1,23 +1,19 @@
 // Non-stop mode of LinuxProcess: per-thread resume and stop, the queue of reported events,
 // and the short pauses of running threads (a multi-byte memory write, debug registers, a
 // step-over with an int3 lifted) that keep a running thread from executing half-written code
-// or passing a lifted breakpoint. The stop dispatcher itself (linux_process.cc) is shared
-// with all-stop: report() hands the event here instead of stopping every thread.
+// or passing a lifted breakpoint. The stop dispatcher itself (linux_process_dispatch.cc) is
+// shared with all-stop: report() hands the event here instead of stopping every thread.
 #include <signal.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "backend/linux/linux_process.h"
+#include "backend/ptrace/thread_signal.h"
 
 namespace backend {
-
-namespace {
-int tgkill(pid_t pid, pid_t tid, int sig) { return static_cast<int>(::syscall(SYS_tgkill, pid, tid, sig)); }
-}  // namespace
 
 bool LinuxProcess::running() const {
   if (!non_stop_) return phase_ != Phase::Stopped;
@@ -137,7 +133,7 @@ void LinuxProcess::request_stop(LinuxThread& t, int signo) {
   t.stop_requested = true;
   t.stop_signal = signo;
   if (t.running) {
-    if (!t.sigstop_expected && tgkill(pid_, t.tid, SIGSTOP) == 0) t.sigstop_expected = true;
+    if (!t.sigstop_expected && signal_thread(pid_, t.tid, SIGSTOP) == 0) t.sigstop_expected = true;
     return;
   }
   if (t.stashed) return;  // its status is handled at the next poll: the stop is reported then
@@ -175,33 +171,6 @@ void LinuxProcess::settle_thread(LinuxThread& t) {
   tracer_->thread_stopped(t.tid);
 }
 
-void LinuxProcess::thread_exited(LinuxThread& t, int status) {
-  pid_t tid = t.tid;
-  bool was_resumed = t.resumed, was_step_over = step_over_tid_ == tid;
-  stepper_.arm(t, 0);
-  if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
-  if (auto* over = std::get_if<run::StepOver>(&t.mode)) (void)breakpoints_.lower(mem_, over->addr);
-  tracer_->thread_exited(tid);
-  stepper_.patch_thread_exited(tid);  // its ring goes to the next new thread
-  deferred_.erase(tid);
-  threads_.erase(tid);
-  if (thread_events_) {
-    StopEvent ev = make_event(StopKind::ThreadExited, tid, 0);
-    ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-    log("thread {}: exited, reported", tid);
-    if (non_stop_) {
-      ns_events_.push_back(ev);
-    } else if (!stopping()) {  // all-stop: like any event, everybody stops
-      chosen_ = ev;
-      phase_ = Phase::Stopping;
-      deferred_.clear();
-      stop_others();
-    }
-  } else if (non_stop_ && was_resumed) {
-    resumed_thread_gone_ = true;
-  }
-  if (was_step_over) end_step_over();
-}
 
 // ---------------------------------------------------------------- pauses
 
@@ -210,7 +179,7 @@ std::vector<pid_t> LinuxProcess::pause_running(pid_t except) {
   for (auto& [tid, t] : threads_) {
     if (tid == except || !t.running || t.paused || leader_is_zombie(t)) continue;
     if (!t.sigstop_expected) {
-      if (tgkill(pid_, tid, SIGSTOP) != 0) continue;
+      if (signal_thread(pid_, tid, SIGSTOP) != 0) continue;
       t.sigstop_expected = true;
     }
     sent.push_back(tid);

@@ -1,0 +1,91 @@
+// LinuxProcess's children: a fork or vfork child (our int3s taken out of it, then reported as
+// a process of its own or let go), the exec that replaces the image, and the hand-over of the
+// reported children.
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "backend/linux/linux_process.h"
+#include "backend/ptrace/proc_info.h"
+
+namespace backend {
+
+void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
+  // The child starts stopped and traced. Our int3s and debug registers come out of it first
+  // (a vfork child shares our memory until it execs or exits: they go back in at VFORK_DONE);
+  // then it is reported (a process of its own, handed over with take_fork_children), or let go.
+  int status = 0;
+  while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}
+  if (event == PTRACE_EVENT_FORK) {
+    ProcMemory child_mem(child);
+    breakpoints_.restore_into(child_mem);
+    stepper_.patch_restore_into(child_mem);
+  } else {
+    breakpoints_.restore_into(mem_);
+    breakpoints_.set_shared_with_vfork_child(true);  // int3s armed meanwhile wait for VFORK_DONE
+    stepper_.patch_suspend(&t);  // the child runs in our memory: original code
+  }
+  DebugRegisters::clear_thread(child);
+  bool tell = event == PTRACE_EVENT_FORK ? report_forks_ : report_vforks_;
+  log("thread {}: {} child {}{}", t.tid, event == PTRACE_EVENT_FORK ? "fork" : "vfork", child,
+      tell && WIFSTOPPED(status) ? ", reported" : ", let go");
+  if (!tell || !WIFSTOPPED(status)) {
+    ::ptrace(PTRACE_DETACH, child, nullptr, nullptr);
+    if (!stopping()) resume_thread(t, 0);
+    return;
+  }
+  // Already traced with our options (inherited from the fork) and stopped; its memory holds
+  // none of our int3s.
+  std::unique_ptr<LinuxProcess> p(new LinuxProcess(child, attached_));
+  p->threads_.emplace(child, LinuxThread{child});
+  p->last_stop_ = p->make_event(StopKind::Signal, child, SIGTRAP);
+  p->configure(settings_);
+  if (non_stop_) (void)p->set_non_stop(true);  // a child of a non-stop session is non-stop too
+  p->thread_events_ = thread_events_;
+  fork_children_.push_back(std::move(p));
+  StopEvent ev = make_event(event == PTRACE_EVENT_FORK ? StopKind::Fork : StopKind::VFork, t.tid, SIGTRAP);
+  ev.child_pid = child;
+  report(t, ev);
+}
+
+void LinuxProcess::handle_exec() {
+  exec_expected_until_ = {};
+  // The image changed: breakpoints are gone, only the thread that exec'd remains, as the leader.
+  // Reported as an exec; a client that did not ask for exec events sees a SIGTRAP.
+  for (const auto& [tid, old] : threads_)
+    if (tid != pid_) tracer_->thread_exited(tid);
+  threads_.clear();
+  deferred_.clear();
+  chosen_.reset();
+  phase_ = Phase::Running;
+  // Non-stop: the other threads are gone, with their unreported events and any pause.
+  ns_events_.clear();
+  stashed_.clear();
+  step_over_tid_ = 0;
+  step_over_paused_.clear();
+  LinuxThread& leader = threads_.emplace(pid_, LinuxThread{pid_}).first->second;
+  leader.resumed = non_stop_;
+  breakpoints_.clear();
+  conditions_.clear();
+  code_cache_.clear();
+  stepper_.patch_reset();
+  watch_.forget_code();
+  mem_.open(pid_);
+  (void)debug_.apply(pid_);
+  StopEvent ev = make_event(StopKind::Exec, pid_, SIGTRAP);
+  if (auto path = read_exe_path(pid_)) ev.exec_path = *path;
+  log("process {}: exec {}", pid_, ev.exec_path);
+  report(leader, ev);
+}
+
+std::vector<std::unique_ptr<Process>> LinuxProcess::take_fork_children() {
+  std::vector<std::unique_ptr<Process>> out;
+  for (auto& child : fork_children_) out.push_back(std::move(child));
+  fork_children_.clear();
+  return out;
+}
+
+}  // namespace backend
