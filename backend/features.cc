@@ -10,7 +10,7 @@ Features supported_features(const ProbeReport& probe) {
   f.fork_events = true;
   f.exec_events = true;
   f.no_resumed = true;
-  f.non_stop = true;           // per-thread stops and resumes (thread_stops.cc)
+  f.non_stop = true;           // per-thread stops and resumes (linux_process_non_stop.cc)
   f.thread_events = true;      // thread creation / exit stops (QThreadEvents)
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
   f.breakpoint_conditions = true;  // backend/points/breakpoint_conditions.h, agent_expr.h

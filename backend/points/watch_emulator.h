@@ -3,7 +3,7 @@
 // same slot accounting as the four debug registers, so a client meets the same limits as on
 // hardware. A thread that runs while any region is set is single-stepped by LinuxProcess:
 // prepare() computes, before each step, what the instruction about to run will access
-// (mem_access.h); check() matches that against the regions after the step. The stop therefore
+// (x86/access_decoder.h); check() matches that against the regions after the step. The stop therefore
 // comes after the instruction, with the region's start address, as a DR7 trap would report it.
 // Read watchpoints are exact here (x86 hardware can only watch reads together with writes).
 #pragma once

@@ -13,6 +13,7 @@
 #include <cerrno>
 
 #include "backend/btrace/patch/patch_tracer_detail.h"
+#include "backend/ptrace/thread_signal.h"
 
 namespace backend {
 
@@ -72,7 +73,7 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
     }
     if (regs.rip < base || regs.rip >= base + info->len) break;
   }
-  for (int sig : signals) ::syscall(SYS_tgkill, pid_, tid, sig);
+  for (int sig : signals) signal_thread(pid_, tid, sig);
 }
 
 // A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
