@@ -47,7 +47,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/engine/branch_stepper.h"
+#include "backend/linux/branch_stepper.h"
 #include "backend/points/software_breakpoints.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/x86/block_cache.h"

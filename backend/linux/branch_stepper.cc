@@ -1,4 +1,4 @@
-#include "backend/engine/branch_stepper.h"
+#include "backend/linux/branch_stepper.h"
 
 #include <signal.h>
 #include <sys/ptrace.h>
