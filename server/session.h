@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/process.h"
 #include "protocol/framing.h"
@@ -22,9 +23,6 @@
 namespace server {
 
 class Server;
-
-// What a handler answers: a payload now, or nothing yet (a resume: the stop reply comes later).
-using Reply = std::optional<std::string>;
 
 // Why the session is waiting for the inferior to stop.
 enum class Waiting { Nothing, StopReply, StepBranch, MonitorStepBranch };
@@ -47,7 +45,12 @@ class Session {
     non_stop_ = on;
     notifications_.clear();
   }
-  StopNotifications& notifications() { return notifications_; }
+  // '?': `stops` take the place of the queued notifications; the first answers '?' itself
+  // (none: OK), the client drains the others with vStopped.
+  protocol::Reply restart_notifications(std::vector<protocol::Reply> stops);
+  // vStopped: the notification in flight is acknowledged; the answer is the next queued stop
+  // (none left: OK).
+  protocol::Reply acknowledge_notification();
   // QThreadEvents: what every process (new ones too) reports about threads.
   bool thread_events() const { return thread_events_; }
   void set_thread_events(bool on) { thread_events_ = on; }
@@ -56,7 +59,7 @@ class Session {
   Server& server() { return server_; }
   backend::Process* process();
   protocol::Dialect& dialect() { return dialect_; }
-  void send(std::string_view payload);            // one packet
+  void send(const protocol::Reply& reply);        // one packet, in this client's dialect
   void send_console(std::string_view text);       // "O<hex>" packet (qRcmd output)
   void note_lldb();                               // an LLDB-only packet was seen
   // Signal numbers on the wire: GDB's numbering for GDB; Linux's for LLDB, which reads them
@@ -102,14 +105,15 @@ class Session {
 
   // Builds the stop reply (registers expedited, dialect applied) for an event.
   // `stepbranch` replies always name the mechanism, so scripts can tell us from gdbserver.
-  std::string stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
+  // A stop, an exit, a thread's exit, or 'N' (an error for a client without no-resumed+).
+  protocol::Reply stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
   // The stop as the wire describes it (reason, GDB signal, expedited registers, LLDB extras).
   protocol::StopReply describe_stop(const backend::StopEvent& event, bool stepbranch = false);
 
  private:
   void on_bytes(std::string_view bytes);
   void on_packet(const std::string& payload);
-  Reply dispatch(const protocol::Request& request);
+  protocol::Reply dispatch(const protocol::Request& request);
   void write_packet(std::string_view payload);
   void write_notification(std::string_view payload);  // "%Stop:..." (never acked, never resent)
   void write_framed(std::string_view payload, std::string framed);
@@ -130,7 +134,7 @@ class Session {
   // gdbserver's do), never between the request and its reply.
   bool answering_ = false;
   bool notification_due_ = false;
-  StopNotifications notifications_;
+  StopNotifications notifications_;  // payloads, encoded when their stop happened
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;
