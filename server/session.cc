@@ -182,6 +182,25 @@ pid_t Session::thread_for(std::optional<int> suffix) const {
   return general_thread();
 }
 
+Session::ResumeRequests Session::begin_resume(const ResumePlans& plans) {
+  ResumeRequests fulfilled;
+  // stepbranch-next applies to a resume that single-steps its thread without a signal to
+  // deliver (a step that delivers one stays a step: it stops at the handler's entry, where a
+  // stepbranch stops too).
+  if (auto r = std::exchange(step_branch_next_, std::nullopt)) {
+    for (const auto& [p, plan] : plans) {
+      if (p->pid() != r->pid || !p->alive()) continue;
+      auto it = plan.threads.find(r->tid);
+      if (it != plan.threads.end() && it->second.kind == backend::ResumeKind::Step && it->second.signo == 0) {
+        fulfilled.step_branch = *r;
+        fulfilled.step_branch_process = p;
+        break;
+      }
+    }
+  }
+  return fulfilled;
+}
+
 void Session::on_stop(const backend::StopEvent& event) {
   if (non_stop_) {
     // Every event is a notification; the client acknowledges each with vStopped. 'N' only for

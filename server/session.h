@@ -83,15 +83,28 @@ class Session {
   // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
   pid_t thread_for(std::optional<int> suffix) const;
 
+  // ---- resuming ----
   // Qbranchstub:stepbranch-next: the client's next single step of `tid` (in process `pid`)
   // runs it to its `count`-th next taken branch. Kept here, not in the backend: it is a
-  // promise about the next resume request, which the resume handlers turn into the
-  // backend's stepbranch (or let expire).
+  // promise about the next resume request, which begin_resume hands to that resume (or lets
+  // expire).
   // `lifted_breakpoint`: the client's breakpoint it takes out for that step (0: none).
   struct StepBranchRequest { pid_t pid = 0; pid_t tid = 0; uint32_t count = 1; uint64_t lifted_breakpoint = 0; };
   void arm_step_branch(StepBranchRequest r) { step_branch_next_ = r; }
-  // Every resume takes it: it applies to that resume or is gone.
-  std::optional<StepBranchRequest> take_step_branch_request() { return std::exchange(step_branch_next_, std::nullopt); }
+  // What a resume runs: a plan per process (vCont, c/s/C/S).
+  using ResumePlans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
+  // The one-shot requests a resume fulfils (see begin_resume).
+  struct ResumeRequests {
+    // The stepbranch-next request, when the resume single-steps its thread (with no signal to
+    // deliver) in `step_branch_process`: that step becomes the stepbranch.
+    std::optional<StepBranchRequest> step_branch;
+    backend::Process* step_branch_process = nullptr;
+  };
+  // Every resume of the inferior passes through here first: vCont and c/s/C/S with their
+  // `plans`, the stepbranch packet and `monitor stepbranch` with none (they run one thread
+  // their own way). The one-shot requests armed for "the next resume" are taken: those this
+  // resume fulfils are handed back, the others expire, so none outlives the resume after it.
+  ResumeRequests begin_resume(const ResumePlans& plans = {});
   // A breakpoint the server put back (in process `pid`) for a converted step's run, in place of
   // the one the client lifted for that step; taken out again at the run's stop.
   void hold_breakpoint_for_run(pid_t pid, uint64_t addr) { run_breakpoint_ = std::make_pair(pid, addr); }

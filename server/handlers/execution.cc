@@ -23,19 +23,7 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
   return out;
 }
 
-using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
-
-// The process in which `plans` single-step the thread of a stepbranch-next request, without
-// a signal to deliver; nullptr when this resume is of another kind. (A step that delivers a
-// signal stays a step: it stops at the handler's entry, where a stepbranch stops too.)
-backend::Process* step_branch_target(const Plans& plans, const Session::StepBranchRequest& r) {
-  for (const auto& [p, plan] : plans) {
-    if (p->pid() != r.pid || !p->alive()) continue;
-    auto it = plan.threads.find(r.tid);
-    if (it != plan.threads.end() && it->second.kind == backend::ResumeKind::Step && it->second.signo == 0) return p;
-  }
-  return nullptr;
-}
+using Plans = Session::ResumePlans;
 
 // Non-stop: whether `plans` leave the thread that forked `child` stopped at its fork. GDB stops
 // the other threads (vCont;t) before it detaches a vfork child, and may run other threads
@@ -57,8 +45,7 @@ bool fork_still_pending(Session& s, const Plans& plans, pid_t child) {
 }
 
 Reply start_resume(Session& s, Plans plans) {
-  // Taken by every resume: used by this one if it single-steps the thread, else expired.
-  auto step_branch = s.take_step_branch_request();
+  auto requests = s.begin_resume(plans);  // a stepbranch-next it fulfils comes back; any other expires
   if (plans.empty()) return error_reply(EINVAL, "No thread to resume.");
   // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
   for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
@@ -72,17 +59,18 @@ Reply start_resume(Session& s, Plans plans) {
     s.server().remove_process(child);
   }
   for (auto* p : s.server().processes()) p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
-  if (auto* p = step_branch ? step_branch_target(plans, *step_branch) : nullptr) {
+  if (auto* p = requests.step_branch_process) {
+    const auto& step_branch = *requests.step_branch;
     // The client's step becomes a stepbranch: that thread alone, as the stepbranch packet
     // does (the other actions, e.g. GDB's `c` for the other threads of `vCont;s:t;c`, are
     // not taken). The stop reply is the stepbranch's, which the client takes for its step.
     // The breakpoint the client lifted for this step is put back for the run (the backend
     // passes one at the starting pc, as it does for the stepbranch packet), so the thread
     // still stops there if it comes back before its N-th branch.
-    uint64_t lifted = step_branch->lifted_breakpoint;
+    uint64_t lifted = step_branch.lifted_breakpoint;
     bool hold = lifted && !p->has_client_breakpoint(backend::BreakpointKind::Software, lifted) &&
                 p->insert_breakpoint(backend::BreakpointKind::Software, lifted, 1).ok();
-    if (auto r = p->step_branch(step_branch->tid, step_branch->count); !r) {
+    if (auto r = p->step_branch(step_branch.tid, step_branch.count); !r) {
       if (hold) (void)p->remove_breakpoint(backend::BreakpointKind::Software, lifted, 1);
       return error_reply(r.error());
     }
@@ -189,7 +177,7 @@ Reply handle(Session& s, const VStopped&) {
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
   if (!p) return no_process();
-  (void)s.take_step_branch_request();  // a resume of another kind: the request expires
+  s.begin_resume();  // a stepbranch of its own: a stepbranch-next request expires
   // Its reply is a stop reply to this very packet, which non-stop has no place for.
   if (s.non_stop()) return error_reply(EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   pid_t tid = s.general_thread();

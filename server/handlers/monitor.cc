@@ -370,7 +370,7 @@ Reply handle(Session& s, const Monitor& m) {
       s.send_console("No process.\n");
       return reply::Ok{};
     }
-    (void)s.take_step_branch_request();  // a resume of another kind: the request expires
+    s.begin_resume();  // a stepbranch of its own: a stepbranch-next request expires
     if (auto r = p->step_branch(s.general_thread(), static_cast<uint32_t>(count_arg(w, 1, 1))); !r) {
       s.send_console("stepbranch failed: " + r.error().message + "\n");
       return reply::Ok{};
