@@ -6,7 +6,6 @@
 
 #include "protocol/qsupported.h"
 #include "protocol/signals.h"
-#include "protocol/thread_id.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 
