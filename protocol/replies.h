@@ -1,93 +1,119 @@
-// Typed replies and their formatting into payloads in the client's dialect.
+// Typed replies: what the server answers, as values (protocol::Reply), and the one encoder that
+// turns a reply into its payload in the client's dialect. Handlers build values; only
+// encode() writes wire text.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <utility>
+#include <string_view>
+#include <variant>
 #include <vector>
 
-#include "protocol/disabled_packets.h"
+#include "protocol/capabilities.h"
+#include "protocol/dialect.h"
+#include "protocol/lldb_replies.h"
+#include "protocol/stop_reply.h"
 
 namespace protocol {
 
-// What the client negotiated; the one place where GDB and LLDB differ on the wire.
-struct Dialect {
-  bool multiprocess = false;
-  bool swbreak = false;        // client offered swbreak+ (GDB); LLDB never does
-  bool hwbreak = false;
-  bool fork_events = false;
-  bool vfork_events = false;
-  bool exec_events = false;
-  bool no_resumed = false;
-  bool lldb = false;           // LLDB (negotiate(): its qSupported offer), or an LLDB-only packet seen
-  bool list_threads_in_stop = false;  // LLDB QListThreadsInStopReply accepted
-  bool error_strings = false;  // LLDB QEnableErrorStrings
-  // Not negotiated: what the server was started with (--disable-packet); kept across qSupported.
-  DisabledPackets disabled;
-};
+// How much of an error the client takes: GDB shows the text after "E."; LLDB takes "Exx" with
+// the errno, plus ";hex(text)" once it asked for error strings (QEnableErrorStrings).
+//   Text:  the reason, as far as the client takes it.
+//   Code:  GDB reads only a numeric code here (a failed memory read): "Exx" for GDB.
+//   Fixed: "Exx" in every dialect (gdbserver's fixed answers, e.g. a qXfer offset past the end).
+enum class ErrorForm { Text, Code, Fixed };
 
-enum class StopReason {
-  Signal,       // plain signal stop (also initial stop, interrupt, single-step done)
-  Breakpoint,   // software breakpoint (swbreak)
-  HwBreakpoint, // hardware breakpoint (hwbreak)
-  Watch, ReadWatch, AccessWatch,
-  SingleStep,   // step / range step / stepbranch finished (LLDB reason:trace)
-  Fork, VFork, VForkDone, Exec,
-  SyscallEntry, SyscallReturn,
-  ThreadCreated,  // QThreadEvents: a new thread, stopped at its first instruction ("create:;")
-};
+namespace reply {
 
-// One stop, in terms the wire understands (signal already in GDB numbering).
-struct StopReply {
-  StopReason reason = StopReason::Signal;
-  int gdb_signal = 5;
+// Nothing is sent now: a resume's stop reply follows when the inferior stops (or, for R,
+// nothing ever follows).
+struct NoReply {};
+struct Ok {};            // "OK"
+struct Unsupported {};   // the empty reply: not understood, or not served
+struct Error {
+  int err = 0;           // errno
+  std::string text;      // the reason
+  ErrorForm form = ErrorForm::Text;
+};
+// Non-stop: 'N', every resumed thread is gone.
+struct NoResumed {};
+
+// Bytes as hex (m).
+struct Hex { std::vector<uint8_t> bytes; };
+// Bytes as binary, '}'-escaped (x).
+struct Binary { std::vector<uint8_t> bytes; };
+// g and p: register contents in hex, in the order given; a register the thread has no value
+// for goes out as 'x's (two per byte of its size).
+struct RegisterValue {
+  std::vector<uint8_t> bytes;  // little-endian; only the size counts when unavailable
+  bool available = true;
+};
+struct Registers { std::vector<RegisterValue> values; };
+// A number in hex, no leading zeros (qGetTLSAddr's address, a qXfer write's byte count).
+struct HexNumber { uint64_t value = 0; };
+
+// qSupported: every feature the server can serve (and the dialect turned on).
+struct Features { Capabilities server; };
+// vCont?: the actions vCont takes.
+struct ResumeActions {};
+// qC: "QC" and the thread.
+struct CurrentThread { int pid = 0; int tid = 0; };
+// qfThreadInfo: "m" and the threads; ThreadListEnd ("l") ends the list.
+struct ThreadRef { int pid = 0; int tid = 0; };
+struct ThreadList { std::vector<ThreadRef> threads; };
+struct ThreadListEnd {};
+// qAttached: "1" attached to an existing process, "0" launched by the server.
+struct Attached { bool attached = false; };
+
+// qXfer read: [offset, offset+length) of a document, from xfer_reply(): "m" with more to
+// come, "l" for the last chunk.
+struct XferChunk {
+  std::string data;
+  bool last = false;
+};
+// qRcmd output, sent before the command's final reply: "O" + hex(text).
+struct ConsoleOutput { std::string text; };
+
+// vFile replies: "F<result>", "F-1,<fileio errno>", "F<size>;<escaped data>".
+struct FileResult { int64_t result = 0; };
+struct FileError { int host_errno = 0; };  // translated to GDB's fileio errno
+struct FileData { std::vector<uint8_t> bytes; };
+
+// qbranchstub:stepbranch-last: what the stepbranch that the last stop ended did, in the
+// stop reply's words ("none": the last stop did not end a stepbranch).
+struct StepBranchSummary {
+  bool none = true;
   int pid = 0;
   int tid = 0;
-  uint64_t watch_addr = 0;            // Watch*
-  int child_pid = 0, child_tid = 0;   // Fork/VFork
-  std::string exec_path;              // Exec
-  int syscall_no = 0;                 // Syscall*
-  // Expedited registers: (regno, little-endian bytes).
-  std::vector<std::pair<int, std::vector<uint8_t>>> registers;
-  std::optional<int> core;
-  std::string thread_name;            // LLDB "name:"
-  std::vector<int> all_tids;          // LLDB "threads:" when list_threads_in_stop
-  std::vector<uint64_t> all_pcs;      // LLDB "thread-pcs:"
-  // Extra "key:value;" pairs appended verbatim (e.g. branch-from/branch-to for stepbranch).
-  std::vector<std::pair<std::string, std::string>> extra;
+  uint64_t branch_from = 0, branch_to = 0;  // both 0: no branch (it stopped before one)
+  std::string mechanism;
 };
 
-struct ExitReply { int pid = 0; int status = 0; bool signalled = false; int gdb_signal = 0; };
-// QThreadEvents: one thread (not the process) exited: "w<status>;<thread-id>".
-struct ThreadExitReply { int pid = 0; int tid = 0; int status = 0; };
+// A reply encoded when it happened, sent as it is: a queued non-stop stop (vStopped).
+struct Encoded { std::string payload; };
 
-std::string format_stop_reply(const StopReply& stop, const Dialect& dialect);
-// LLDB's stop reason word for a stop ("breakpoint", "watchpoint", "trace", "signal").
-const char* lldb_reason(StopReason reason);
-// LLDB's jThreadsInfo: a JSON array, one object per thread {tid, name, reason, signal,
-// registers {"<decimal regno>": "<hex bytes>"}}; threads with gdb_signal 0 carry no reason.
-// (Send it binary-escaped.)
-std::string threads_info_json(const std::vector<StopReply>& threads);
-std::string format_exit_reply(const ExitReply& exit, const Dialect& dialect);
-std::string format_thread_exit_reply(const ThreadExitReply& exit, const Dialect& dialect);
-// Non-stop: 'N' (every resumed thread is gone) as a stop reply or in a %Stop notification.
-inline std::string no_resumed_reply() { return "N"; }
+}  // namespace reply
 
-// Helpers for common replies.
-inline std::string ok() { return "OK"; }
-inline std::string empty() { return {}; }
+using Reply = std::variant<reply::NoReply, reply::Ok, reply::Unsupported, reply::Error, StopReply, ExitReply,
+                           ThreadExitReply, reply::NoResumed, reply::Hex, reply::Binary, reply::Registers,
+                           reply::HexNumber, reply::Features, reply::ResumeActions, reply::CurrentThread,
+                           reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::XferChunk,
+                           reply::ConsoleOutput, reply::FileResult, reply::FileError, reply::FileData,
+                           reply::StepBranchSummary, reply::HostInfo, reply::ProcessInfo, reply::MemoryRegion,
+                           reply::WatchpointSlots, reply::ThreadsInfo, reply::Encoded>;
 
-// The one error reply, carrying the errno and the reason as far as the client takes them:
-// GDB shows the text after "E."; LLDB takes "Exx" with the errno, plus ";hex(text)" once it
-// asked for error strings (QEnableErrorStrings). A few GDB replies are read as a numeric code
-// only (a failed memory read): ErrorForm::Code gives "Exx" there.
-enum class ErrorForm { Text, Code };
+// The payload of `reply` in the client's dialect (empty for NoReply: nothing is sent).
+std::string encode(const Reply& reply, const Dialect& dialect);
+inline bool sends_nothing(const Reply& reply) { return std::holds_alternative<reply::NoReply>(reply); }
+
+// The error reply's text (reply::Error's encoding).
 std::string error_reply(const Dialect& dialect, int err, std::string_view text, ErrorForm form = ErrorForm::Text);
-// "Exx" with no dialect at hand (framing: an oversized packet).
+// "Exx" with no dialect at hand.
 std::string error_code(int err);
 
-// qXfer reply for [offset, offset+length) of a complete document: "m..." or "l..." (escaped).
+// qXfer read of [offset, offset+length) of a complete document: the chunk, or E01 past the end.
+Reply xfer_reply(std::string_view document, uint64_t offset, uint64_t length);
+// Its payload: "m..." or "l..." (escaped), or "E01".
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length);
 // qRcmd output packet: "O" + hex(text).
 std::string console_output(std::string_view text);

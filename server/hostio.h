@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include "protocol/replies.h"
+
 namespace server {
 
 class HostIo {
@@ -17,15 +19,15 @@ class HostIo {
   HostIo& operator=(const HostIo&) = delete;
 
   void allow_writes(bool on) { allow_writes_ = on; }
-  // Each returns the complete reply payload ("F..." forms).
-  std::string setfs(int pid);
-  std::string open(const std::string& path, int fileio_flags, int mode);
-  std::string close(int fd);
-  std::string pread(int fd, uint64_t count, uint64_t offset);
-  std::string pwrite(int fd, uint64_t offset, std::span<const uint8_t> data);
-  std::string fstat(int fd);
-  std::string unlink(const std::string& path);
-  std::string readlink(const std::string& path);
+  // Each returns the complete reply: FileResult, FileError or FileData (the "F..." forms).
+  protocol::Reply setfs(int pid);
+  protocol::Reply open(const std::string& path, int fileio_flags, int mode);
+  protocol::Reply close(int fd);
+  protocol::Reply pread(int fd, uint64_t count, uint64_t offset);
+  protocol::Reply pwrite(int fd, uint64_t offset, std::span<const uint8_t> data);
+  protocol::Reply fstat(int fd);
+  protocol::Reply unlink(const std::string& path);
+  protocol::Reply readlink(const std::string& path);
 
  private:
   std::string resolve(const std::string& path) const;  // applies setfs (a process's root)

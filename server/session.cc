@@ -1,6 +1,5 @@
 #include "server/session.h"
 
-#include "protocol/hex.h"
 #include "protocol/signals.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
@@ -71,7 +70,7 @@ void Session::on_bytes(std::string_view bytes) {
         break;
       case Kind::Oversized:
         if (!no_ack_) transport_->write("+");
-        write_packet(protocol::error_reply(dialect_, EMSGSIZE, "Packet too long."));
+        send(protocol::reply::Error{EMSGSIZE, "Packet too long."});
         break;
       case Kind::Ack:
         break;
@@ -91,17 +90,22 @@ void Session::on_packet(const std::string& payload) {
     read_ahead_after(*read);
   } else {
     answering_ = true;
-    Reply reply = dispatch(request);
+    protocol::Reply reply = dispatch(request);
     answering_ = false;
-    if (reply) write_packet(*reply);
+    // Encoded once, here: in the dialect as the handler left it (qSupported negotiates it).
+    bool silent = protocol::sends_nothing(reply);
+    std::string payload = silent ? std::string() : protocol::encode(reply, dialect_);
+    if (!silent) write_packet(payload);
     if (notification_due_) {
       notification_due_ = false;
       // The first stop queued while answering; unless the reply was that stop itself ('?').
-      if (!notifications_.empty() && !(reply && *reply == notifications_.front()))
+      if (!notifications_.empty() && (silent || payload != notifications_.front()))
         write_notification(notifications_.front());
     }
-    // An error reply ("Exx") ends a bulk read; hex and long binary replies never look like one.
-    if (read && reply && !reply->empty() && reply->front() != 'E') read_ahead_after(*read);
+    // Only the data of a read continues a bulk read (an error, or the empty reply of a
+    // disabled packet, ends it).
+    bool data = std::holds_alternative<protocol::reply::Hex>(reply) || std::holds_alternative<protocol::reply::Binary>(reply);
+    if (read && data && !payload.empty()) read_ahead_after(*read);
   }
   if (no_ack_pending_) {
     // gdbserver switches before its OK is acked; GDB's one extra '+' is ignored by the framer.
@@ -111,9 +115,9 @@ void Session::on_packet(const std::string& payload) {
   }
 }
 
-Reply Session::dispatch(const protocol::Request& request) {
-  if (protocol::is_disabled(request, dialect_.disabled)) return protocol::empty();  // --disable-packet
-  return std::visit([this](const auto& r) -> Reply { return handle(*this, r); }, request);
+protocol::Reply Session::dispatch(const protocol::Request& request) {
+  if (protocol::is_disabled(request, dialect_.disabled)) return protocol::reply::Unsupported{};  // --disable-packet
+  return std::visit([this](const auto& r) -> protocol::Reply { return handle(*this, r); }, request);
 }
 
 void Session::write_packet(std::string_view payload) { write_framed(payload, protocol::Framer::encode(payload)); }
@@ -137,16 +141,31 @@ void Session::read_ahead_after(const protocol::ReadMemory& answered) {
     if (!*alive || closed_ || packets_seen_ != seen || waiting_ != Waiting::Nothing) return;
     auto* p = process();
     if (!p || p->running()) return;
-    Reply reply = handle(*this, next);  // exactly what the request would get
-    if (!reply) return;
-    std::string framed = protocol::Framer::encode(*reply);
-    read_ahead_.keep(next, std::move(*reply), std::move(framed));
+    protocol::Reply reply = handle(*this, next);  // exactly what the request would get
+    if (protocol::sends_nothing(reply)) return;
+    std::string payload = protocol::encode(reply, dialect_);
+    std::string framed = protocol::Framer::encode(payload);
+    read_ahead_.keep(next, std::move(payload), std::move(framed));
   });
 }
 
-void Session::send(std::string_view payload) { write_packet(payload); }
+void Session::send(const protocol::Reply& reply) { write_packet(protocol::encode(reply, dialect_)); }
 
-void Session::send_console(std::string_view text) { write_packet(protocol::console_output(text)); }
+void Session::send_console(std::string_view text) { send(protocol::reply::ConsoleOutput{std::string(text)}); }
+
+protocol::Reply Session::restart_notifications(std::vector<protocol::Reply> stops) {
+  std::vector<std::string> payloads;
+  for (const auto& stop : stops) payloads.push_back(protocol::encode(stop, dialect_));
+  notifications_.restart(std::move(payloads));
+  if (stops.empty()) return protocol::reply::Ok{};
+  return std::move(stops.front());
+}
+
+protocol::Reply Session::acknowledge_notification() {
+  auto next = notifications_.acknowledge();
+  if (!next) return protocol::reply::Ok{};
+  return protocol::reply::Encoded{std::move(*next)};
+}
 
 pid_t Session::general_thread() const {
   auto* p = const_cast<Session*>(this)->process();
@@ -163,15 +182,34 @@ pid_t Session::thread_for(std::optional<int> suffix) const {
   return general_thread();
 }
 
+Session::ResumeRequests Session::begin_resume(const ResumePlans& plans) {
+  ResumeRequests fulfilled;
+  // stepbranch-next applies to a resume that single-steps its thread without a signal to
+  // deliver (a step that delivers one stays a step: it stops at the handler's entry, where a
+  // stepbranch stops too).
+  if (auto r = std::exchange(step_branch_next_, std::nullopt)) {
+    for (const auto& [p, plan] : plans) {
+      if (p->pid() != r->pid || !p->alive()) continue;
+      auto it = plan.threads.find(r->tid);
+      if (it != plan.threads.end() && it->second.kind == backend::ResumeKind::Step && it->second.signo == 0) {
+        fulfilled.step_branch = *r;
+        fulfilled.step_branch_process = p;
+        break;
+      }
+    }
+  }
+  return fulfilled;
+}
+
 void Session::on_stop(const backend::StopEvent& event) {
   if (non_stop_) {
     // Every event is a notification; the client acknowledges each with vStopped. 'N' only for
     // a client that knows it (gdbserver's report_no_resumed).
     if (event.kind == backend::StopKind::NoResumed && !dialect_.no_resumed) return;
-    std::string reply = stop_reply_for(event);
-    if (!notifications_.push(reply)) return;  // waits for the client's vStopped
+    std::string payload = protocol::encode(stop_reply_for(event), dialect_);
+    if (!notifications_.push(payload)) return;  // waits for the client's vStopped
     if (answering_) notification_due_ = true;
-    else write_notification(reply);
+    else write_notification(payload);
     return;
   }
   Waiting why = waiting_;
@@ -192,27 +230,28 @@ void Session::on_stop(const backend::StopEvent& event) {
   if (why == Waiting::StepBranch && !gone) last_step_branch_ = event;
   if (why == Waiting::MonitorStepBranch) {
     send_console(monitor_stepbranch_text(*this, event));
-    send(protocol::ok());
+    send(protocol::reply::Ok{});
     return;
   }
   send(stop_reply_for(event, why == Waiting::StepBranch));
 }
 
-std::string Session::stop_reply_for(const backend::StopEvent& event, bool stepbranch) {
+protocol::Reply Session::stop_reply_for(const backend::StopEvent& event, bool stepbranch) {
   using backend::StopKind;
-  if (event.kind == StopKind::NoResumed)  // gdbserver's words for a client without no-resumed+
-    return dialect_.no_resumed ? std::string("N") : protocol::error_reply(dialect_, ECHILD, "No unwaited-for children left.");
-  if (event.kind == StopKind::ThreadExited)
-    return protocol::format_thread_exit_reply({event.pid, event.tid, event.exit_status}, dialect_);
+  if (event.kind == StopKind::NoResumed) {  // gdbserver's words for a client without no-resumed+
+    if (dialect_.no_resumed) return protocol::reply::NoResumed{};
+    return protocol::reply::Error{ECHILD, "No unwaited-for children left."};
+  }
+  if (event.kind == StopKind::ThreadExited) return protocol::ThreadExitReply{event.pid, event.tid, event.exit_status};
   if (event.kind == StopKind::Exited || event.kind == StopKind::Killed) {
     protocol::ExitReply exit;
     exit.pid = event.pid;
     exit.status = event.exit_status;
     exit.signalled = event.kind == StopKind::Killed;
     exit.gdb_signal = wire_signal(event.signo);
-    return protocol::format_exit_reply(exit, dialect_);
+    return exit;
   }
-  return protocol::format_stop_reply(describe_stop(event, stepbranch), dialect_);
+  return describe_stop(event, stepbranch);
 }
 
 protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool stepbranch) {
@@ -235,10 +274,8 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
     case StopKind::StepBranch:
       stop.reason = protocol::StopReason::SingleStep;
       stop.gdb_signal = 5;
-      if (event.branch_from || event.branch_to) {
-        stop.extra.emplace_back("branch-from", protocol::hex_u64(event.branch_from));
-        stop.extra.emplace_back("branch-to", protocol::hex_u64(event.branch_to));
-      }
+      stop.branch_from = event.branch_from;
+      stop.branch_to = event.branch_to;
       break;
     case StopKind::Fork: stop.reason = protocol::StopReason::Fork; stop.child_pid = stop.child_tid = event.child_pid; break;
     case StopKind::VFork: stop.reason = protocol::StopReason::VFork; stop.child_pid = stop.child_tid = event.child_pid; break;
@@ -257,8 +294,7 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
     default: stop.reason = protocol::StopReason::Signal; break;
   }
   if (stepbranch || event.kind == StopKind::StepBranch) {
-    std::string mechanism = event.step_mechanism.empty() ? server_.probe().stepbranch_mechanism : event.step_mechanism;
-    stop.extra.emplace_back("stepbranch-mechanism", mechanism);
+    stop.stepbranch_mechanism = event.step_mechanism.empty() ? server_.probe().stepbranch_mechanism : event.step_mechanism;
   }
   // The event's own process (non-stop events come from any process, selected or not).
   auto* p = event.pid ? server_.process_for(event.pid) : nullptr;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/process.h"
 #include "protocol/framing.h"
@@ -22,9 +23,6 @@
 namespace server {
 
 class Server;
-
-// What a handler answers: a payload now, or nothing yet (a resume: the stop reply comes later).
-using Reply = std::optional<std::string>;
 
 // Why the session is waiting for the inferior to stop.
 enum class Waiting { Nothing, StopReply, StepBranch, MonitorStepBranch };
@@ -47,7 +45,12 @@ class Session {
     non_stop_ = on;
     notifications_.clear();
   }
-  StopNotifications& notifications() { return notifications_; }
+  // '?': `stops` take the place of the queued notifications; the first answers '?' itself
+  // (none: OK), the client drains the others with vStopped.
+  protocol::Reply restart_notifications(std::vector<protocol::Reply> stops);
+  // vStopped: the notification in flight is acknowledged; the answer is the next queued stop
+  // (none left: OK).
+  protocol::Reply acknowledge_notification();
   // QThreadEvents: what every process (new ones too) reports about threads.
   bool thread_events() const { return thread_events_; }
   void set_thread_events(bool on) { thread_events_ = on; }
@@ -56,7 +59,7 @@ class Session {
   Server& server() { return server_; }
   backend::Process* process();
   protocol::Dialect& dialect() { return dialect_; }
-  void send(std::string_view payload);            // one packet
+  void send(const protocol::Reply& reply);        // one packet, in this client's dialect
   void send_console(std::string_view text);       // "O<hex>" packet (qRcmd output)
   void note_lldb();                               // an LLDB-only packet was seen
   // Signal numbers on the wire: GDB's numbering for GDB; Linux's for LLDB, which reads them
@@ -80,15 +83,28 @@ class Session {
   // Which thread a request addressed: LLDB's ";thread:" suffix wins over Hg.
   pid_t thread_for(std::optional<int> suffix) const;
 
+  // ---- resuming ----
   // Qbranchstub:stepbranch-next: the client's next single step of `tid` (in process `pid`)
   // runs it to its `count`-th next taken branch. Kept here, not in the backend: it is a
-  // promise about the next resume request, which the resume handlers turn into the
-  // backend's stepbranch (or let expire).
+  // promise about the next resume request, which begin_resume hands to that resume (or lets
+  // expire).
   // `lifted_breakpoint`: the client's breakpoint it takes out for that step (0: none).
   struct StepBranchRequest { pid_t pid = 0; pid_t tid = 0; uint32_t count = 1; uint64_t lifted_breakpoint = 0; };
   void arm_step_branch(StepBranchRequest r) { step_branch_next_ = r; }
-  // Every resume takes it: it applies to that resume or is gone.
-  std::optional<StepBranchRequest> take_step_branch_request() { return std::exchange(step_branch_next_, std::nullopt); }
+  // What a resume runs: a plan per process (vCont, c/s/C/S).
+  using ResumePlans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
+  // The one-shot requests a resume fulfils (see begin_resume).
+  struct ResumeRequests {
+    // The stepbranch-next request, when the resume single-steps its thread (with no signal to
+    // deliver) in `step_branch_process`: that step becomes the stepbranch.
+    std::optional<StepBranchRequest> step_branch;
+    backend::Process* step_branch_process = nullptr;
+  };
+  // Every resume of the inferior passes through here first: vCont and c/s/C/S with their
+  // `plans`, the stepbranch packet and `monitor stepbranch` with none (they run one thread
+  // their own way). The one-shot requests armed for "the next resume" are taken: those this
+  // resume fulfils are handed back, the others expire, so none outlives the resume after it.
+  ResumeRequests begin_resume(const ResumePlans& plans = {});
   // A breakpoint the server put back (in process `pid`) for a converted step's run, in place of
   // the one the client lifted for that step; taken out again at the run's stop.
   void hold_breakpoint_for_run(pid_t pid, uint64_t addr) { run_breakpoint_ = std::make_pair(pid, addr); }
@@ -102,14 +118,15 @@ class Session {
 
   // Builds the stop reply (registers expedited, dialect applied) for an event.
   // `stepbranch` replies always name the mechanism, so scripts can tell us from gdbserver.
-  std::string stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
+  // A stop, an exit, a thread's exit, or 'N' (an error for a client without no-resumed+).
+  protocol::Reply stop_reply_for(const backend::StopEvent& event, bool stepbranch = false);
   // The stop as the wire describes it (reason, GDB signal, expedited registers, LLDB extras).
   protocol::StopReply describe_stop(const backend::StopEvent& event, bool stepbranch = false);
 
  private:
   void on_bytes(std::string_view bytes);
   void on_packet(const std::string& payload);
-  Reply dispatch(const protocol::Request& request);
+  protocol::Reply dispatch(const protocol::Request& request);
   void write_packet(std::string_view payload);
   void write_notification(std::string_view payload);  // "%Stop:..." (never acked, never resent)
   void write_framed(std::string_view payload, std::string framed);
@@ -130,7 +147,7 @@ class Session {
   // gdbserver's do), never between the request and its reply.
   bool answering_ = false;
   bool notification_due_ = false;
-  StopNotifications notifications_;
+  StopNotifications notifications_;  // payloads, encoded when their stop happened
   Waiting waiting_ = Waiting::Nothing;
   pid_t general_thread_ = 0;
   pid_t continue_thread_ = 0;

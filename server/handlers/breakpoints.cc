@@ -42,13 +42,13 @@ void log_hw_point(Session& s, bool insert, const InsertBreakpoint& z, const back
 
 Reply handle(Session& s, const InsertBreakpoint& z) {
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   auto kind = to_backend(z.type);
   bool code = z.type == BreakpointType::Software || z.type == BreakpointType::Hardware;
   bool program = code && (!z.conditions.empty() || z.commands);
   if (program && !s.server().capabilities().has(Capability::ConditionalBreakpoints))
-    return empty();  // not advertised: GDB evaluates on its side
-  if (z.commands && !s.server().capabilities().has(Capability::BreakpointCommands)) return empty();
+    return reply::Unsupported{};  // not advertised: GDB evaluates on its side
+  if (z.commands && !s.server().capabilities().has(Capability::BreakpointCommands)) return reply::Unsupported{};
   // GDB re-sends a Z for a breakpoint it keeps inserted when its conditions change: the same
   // breakpoint with the new conditions (gdbserver keeps one breakpoint per address and kind).
   // LLDB's Z0s are counted, as lldb-server does.
@@ -58,8 +58,8 @@ Reply handle(Session& s, const InsertBreakpoint& z) {
     log_hw_point(s, true, z, r);
     // Unsupported kind (read watchpoints on debug registers): GDB then uses an access
     // watchpoint and tells reads from writes by the value, as with gdbserver.
-    if (!r && r.error().code == EOPNOTSUPP) return empty();
-    if (!r) return error_reply(s, r.error());
+    if (!r && r.error().code == EOPNOTSUPP) return reply::Unsupported{};
+    if (!r) return error_reply(r.error());
   }
   if (program || again) {
     backend::BreakpointProgram prog;
@@ -70,24 +70,24 @@ Reply handle(Session& s, const InsertBreakpoint& z) {
     }
     if (auto r = p->set_breakpoint_program(kind, z.addr, std::move(prog)); !r) {
       if (!again) (void)p->remove_breakpoint(kind, z.addr, length_of(z.type, z.kind));
-      return error_reply(s, r.error());
+      return error_reply(r.error());
     }
   }
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const RemoveBreakpoint& z) {
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   auto r = p->remove_breakpoint(to_backend(z.type), z.addr, length_of(z.type, z.kind));
   log_hw_point(s, false, InsertBreakpoint{z.type, z.addr, z.kind}, r);
   if (!r) {
     // A fork child's copies of the parent's int3s were taken out when it was forked; the
     // client removing them from the child finds them gone already.
-    if (z.type == BreakpointType::Software && s.server().process_table().is_fork_child(p->pid())) return ok();
-    return error_reply(s, r.error());
+    if (z.type == BreakpointType::Software && s.server().process_table().is_fork_child(p->pid())) return reply::Ok{};
+    return error_reply(r.error());
   }
-  return ok();
+  return reply::Ok{};
 }
 
 }  // namespace server

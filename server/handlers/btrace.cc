@@ -23,43 +23,43 @@ std::optional<uint64_t> parse_size(const std::string& text) {
 Reply handle(Session& s, const BtraceEnable& b) {
   auto* p = s.process();
   pid_t tid = s.general_thread();
-  if (!p || tid <= 0) return no_thread(s);
+  if (!p || tid <= 0) return no_thread();
   auto& tracer = p->tracer();
   if (b.format == "off") {
-    if (!tracer.enabled(tid)) return error_reply(s, ENOENT, "Branch tracing not enabled.");
-    if (auto r = tracer.disable(tid); !r) return error_reply(s, r.error().code, "Could not disable branch tracing.");
+    if (!tracer.enabled(tid)) return error_reply(ENOENT, "Branch tracing not enabled.");
+    if (auto r = tracer.disable(tid); !r) return error_reply(r.error().code, "Could not disable branch tracing.");
     p->recording_stopped(tid);
-    return ok();
+    return reply::Ok{};
   }
-  if (b.format != "bts" && b.format != "pt") return error_reply(s, EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
-  if (tracer.enabled(tid)) return error_reply(s, EEXIST, "Btrace already enabled.");
+  if (b.format != "bts" && b.format != "pt") return error_reply(EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
+  if (tracer.enabled(tid)) return error_reply(EEXIST, "Btrace already enabled.");
   // PT where it can be recorded (the tracer says why not elsewhere; GDB's plain `record btrace`
   // then tries BTS, which branchstub provides on every x86-64 machine).
   auto format = b.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts;
-  if (auto r = tracer.enable(tid, format); !r) return error_reply(s, r.error());
-  return ok();
+  if (auto r = tracer.enable(tid, format); !r) return error_reply(r.error());
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const BtraceConf& c) {
   if (c.key != "size" || (c.format != "bts" && c.format != "pt"))
-    return error_reply(s, EINVAL, "Bad Qbtrace configuration option.");
+    return error_reply(EINVAL, "Bad Qbtrace configuration option.");
   auto size = parse_size(c.value);
-  if (!size) return error_reply(s, EINVAL, "Bad size value.");
+  if (!size) return error_reply(EINVAL, "Bad size value.");
   if (auto* p = s.process())
     p->tracer().set_buffer_size(*size, c.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts);
-  return ok();
+  return reply::Ok{};
 }
 
-std::optional<std::string> btrace_document(Session& s, const std::string& annex, std::string& error_out) {
+std::optional<std::string> btrace_document(Session& s, const std::string& annex, Reply& error_out) {
   auto* p = s.process();
   pid_t tid = s.general_thread();
   if (!p || tid <= 0) {
-    error_out = no_thread(s);
+    error_out = no_thread();
     return std::nullopt;
   }
   auto& tracer = p->tracer();
   if (!tracer.enabled(tid)) {
-    error_out = error_reply(s, ENOENT, "Btrace not enabled.");
+    error_out = error_reply(ENOENT, "Btrace not enabled.");
     return std::nullopt;
   }
   backend::TraceRead kind;
@@ -67,14 +67,14 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
   else if (annex == "new") kind = backend::TraceRead::New;
   else if (annex == "delta") kind = backend::TraceRead::Delta;
   else {
-    error_out = error_reply(s, EINVAL, "Bad annex.");
+    error_out = error_reply(EINVAL, "Bad annex.");
     return std::nullopt;
   }
   if (tracer.format(tid) == backend::TraceFormat::Pt) {
     auto pt = tracer.read_pt(tid, kind);
     if (!pt) {
       // gdbserver: every read error but an overflow is "Generic Error." (PT has no delta)
-      error_out = error_reply(s, pt.error().code, pt.error().code == EOVERFLOW ? "Overflow." : "Generic Error.");
+      error_out = error_reply(pt.error().code, pt.error().code == EOVERFLOW ? "Overflow." : "Generic Error.");
       return std::nullopt;
     }
     backend::CpuId cpu = backend::read_cpu_id();
@@ -82,7 +82,7 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
   }
   auto blocks = tracer.read(tid, kind);
   if (!blocks) {
-    error_out = error_reply(s, blocks.error().code, blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
+    error_out = error_reply(blocks.error().code, blocks.error().code == EOVERFLOW ? "Overflow." : blocks.error().message);
     return std::nullopt;
   }
   std::vector<BtraceBlockSpec> specs;
@@ -91,11 +91,11 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
   return btrace_xml(specs);
 }
 
-std::optional<std::string> btrace_conf_document(Session& s, std::string& error_out) {
+std::optional<std::string> btrace_conf_document(Session& s, Reply& error_out) {
   auto* p = s.process();
   pid_t tid = s.general_thread();
   if (!p || tid <= 0 || !p->tracer().enabled(tid)) {
-    error_out = error_reply(s, ENOENT, "Btrace not enabled.");
+    error_out = error_reply(ENOENT, "Btrace not enabled.");
     return std::nullopt;
   }
   uint64_t size = p->tracer().buffer_size(tid);

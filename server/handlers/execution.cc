@@ -23,19 +23,7 @@ backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction&
   return out;
 }
 
-using Plans = std::vector<std::pair<backend::Process*, backend::ResumePlan>>;
-
-// The process in which `plans` single-step the thread of a stepbranch-next request, without
-// a signal to deliver; nullptr when this resume is of another kind. (A step that delivers a
-// signal stays a step: it stops at the handler's entry, where a stepbranch stops too.)
-backend::Process* step_branch_target(const Plans& plans, const Session::StepBranchRequest& r) {
-  for (const auto& [p, plan] : plans) {
-    if (p->pid() != r.pid || !p->alive()) continue;
-    auto it = plan.threads.find(r.tid);
-    if (it != plan.threads.end() && it->second.kind == backend::ResumeKind::Step && it->second.signo == 0) return p;
-  }
-  return nullptr;
-}
+using Plans = Session::ResumePlans;
 
 // Non-stop: whether `plans` leave the thread that forked `child` stopped at its fork. GDB stops
 // the other threads (vCont;t) before it detaches a vfork child, and may run other threads
@@ -57,9 +45,8 @@ bool fork_still_pending(Session& s, const Plans& plans, pid_t child) {
 }
 
 Reply start_resume(Session& s, Plans plans) {
-  // Taken by every resume: used by this one if it single-steps the thread, else expired.
-  auto step_branch = s.take_step_branch_request();
-  if (plans.empty()) return error_reply(s, EINVAL, "No thread to resume.");
+  auto requests = s.begin_resume(plans);  // a stepbranch-next it fulfils comes back; any other expires
+  if (plans.empty()) return error_reply(EINVAL, "No thread to resume.");
   // LLDB expects the server to step over a breakpoint at the resume pc; GDB does that itself.
   for (auto& [p, plan] : plans) plan.step_over_client_breakpoints = s.dialect().lldb;
   auto& table = s.server().process_table();
@@ -72,31 +59,32 @@ Reply start_resume(Session& s, Plans plans) {
     s.server().remove_process(child);
   }
   for (auto* p : s.server().processes()) p->set_fork_reporting(s.dialect().fork_events, s.dialect().vfork_events);
-  if (auto* p = step_branch ? step_branch_target(plans, *step_branch) : nullptr) {
+  if (auto* p = requests.step_branch_process) {
+    const auto& step_branch = *requests.step_branch;
     // The client's step becomes a stepbranch: that thread alone, as the stepbranch packet
     // does (the other actions, e.g. GDB's `c` for the other threads of `vCont;s:t;c`, are
     // not taken). The stop reply is the stepbranch's, which the client takes for its step.
     // The breakpoint the client lifted for this step is put back for the run (the backend
     // passes one at the starting pc, as it does for the stepbranch packet), so the thread
     // still stops there if it comes back before its N-th branch.
-    uint64_t lifted = step_branch->lifted_breakpoint;
+    uint64_t lifted = step_branch.lifted_breakpoint;
     bool hold = lifted && !p->has_client_breakpoint(backend::BreakpointKind::Software, lifted) &&
                 p->insert_breakpoint(backend::BreakpointKind::Software, lifted, 1).ok();
-    if (auto r = p->step_branch(step_branch->tid, step_branch->count); !r) {
+    if (auto r = p->step_branch(step_branch.tid, step_branch.count); !r) {
       if (hold) (void)p->remove_breakpoint(backend::BreakpointKind::Software, lifted, 1);
-      return error_reply(s, r.error());
+      return error_reply(r.error());
     }
     if (hold) s.hold_breakpoint_for_run(p->pid(), lifted);
     s.expect_stop(Waiting::StepBranch);
     s.server().resumed();
-    return std::nullopt;
+    return reply::NoReply{};
   }
   for (const auto& [p, plan] : plans)
-    if (auto r = p->resume(plan); !r) return error_reply(s, r.error());
+    if (auto r = p->resume(plan); !r) return error_reply(r.error());
   if (!s.non_stop()) s.expect_stop();  // before polling: the stop may come at once
   s.server().resumed();
-  if (s.non_stop()) return ok();  // the stops follow as %Stop notifications
-  return std::nullopt;  // the stop reply follows when the process stops
+  if (s.non_stop()) return reply::Ok{};  // the stops follow as %Stop notifications
+  return reply::NoReply{};  // the stop reply follows when the process stops
 }
 
 void kill_everything(Session& s) {
@@ -111,7 +99,7 @@ void kill_everything(Session& s) {
 // The stop a new process (vRun, vAttach) starts in, with that process selected.
 Reply reply_for_new_process(Session& s, pid_t pid) {
   auto* p = s.server().process_for(pid);
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   s.select_process(p->pid());
   if (p->alive()) s.set_general_thread(p->last_stop().tid);
   return s.stop_reply_for(p->last_stop());
@@ -119,10 +107,10 @@ Reply reply_for_new_process(Session& s, pid_t pid) {
 
 }  // namespace
 
-Reply handle(Session&, const VContQuery&) { return std::string("vCont;c;C;t;s;S;r"); }
+Reply handle(Session&, const VContQuery&) { return reply::ResumeActions{}; }
 
 Reply handle(Session& s, const VCont& v) {
-  if (!s.process()) return no_process(s);
+  if (!s.process()) return no_process();
   // Naming a held fork child's process in an action takes it on, as Hg does.
   for (const auto& action : v.actions)
     if (action.thread && action.thread->pid && *action.thread->pid > 0)
@@ -151,13 +139,13 @@ Reply handle(Session& s, const VCont& v) {
 
 Reply handle(Session& s, const LegacyResume& r) {
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   pid_t tid = s.continue_thread() > 0 && p->has_thread(s.continue_thread()) ? s.continue_thread() : s.general_thread();
   if (r.addr) {
     auto regs = p->read_registers(tid);
-    if (!regs) return error_reply(s, regs.error());
+    if (!regs) return error_reply(regs.error());
     regs->set_u64(p->register_layout(), backend::RegisterLayout::kRip, *r.addr);
-    if (auto w = p->write_registers(tid, *regs); !w) return error_reply(s, w.error());
+    if (auto w = p->write_registers(tid, *regs); !w) return error_reply(w.error());
   }
   backend::ResumePlan plan;
   if (r.action.kind == protocol::ResumeKind::Step) plan.threads[tid] = to_backend(s, r.action);
@@ -175,29 +163,28 @@ Reply handle(Session& s, const VCtrlC&) {
         s.server().resumed();
         break;
       }
-    return ok();
+    return reply::Ok{};
   }
   s.server().interrupt();
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const VStopped&) {
-  if (!s.non_stop()) return error_reply(s, EINVAL, "vStopped outside non-stop mode.");
-  auto next = s.notifications().acknowledge();
-  return next ? *next : ok();
+  if (!s.non_stop()) return error_reply(EINVAL, "vStopped outside non-stop mode.");
+  return s.acknowledge_notification();
 }
 
 Reply handle(Session& s, const StepBranch& b) {
   auto* p = s.process();
-  if (!p) return no_process(s);
-  (void)s.take_step_branch_request();  // a resume of another kind: the request expires
+  if (!p) return no_process();
+  s.begin_resume();  // a stepbranch of its own: a stepbranch-next request expires
   // Its reply is a stop reply to this very packet, which non-stop has no place for.
-  if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
+  if (s.non_stop()) return error_reply(EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   pid_t tid = s.general_thread();
-  if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(s, r.error());
+  if (auto r = p->step_branch(tid, b.count == 0 ? 1 : b.count); !r) return error_reply(r.error());
   s.expect_stop(Waiting::StepBranch);
   s.server().resumed();
-  return std::nullopt;
+  return reply::NoReply{};
 }
 
 Reply handle(Session& s, const StepBranchNext& n) {
@@ -205,23 +192,21 @@ Reply handle(Session& s, const StepBranchNext& n) {
   // promise; and GDB steps over a breakpoint out of line there (displaced stepping: the
   // instruction copied to a scratch pad), where a run on to the next branch would execute the
   // pad. The GDB command falls back to stepping from the client (scripts/gdb/branchstub.py).
-  if (s.non_stop()) return error_reply(s, EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
+  if (s.non_stop()) return error_reply(EOPNOTSUPP, "stepbranch needs all-stop mode (set non-stop off).");
   backend::Process* p = n.thread.pid && *n.thread.pid > 0 ? s.server().process_for(*n.thread.pid) : s.process();
-  if (!p || !p->alive()) return no_process(s);
-  if (!p->has_thread(n.thread.tid)) return no_thread(s);
+  if (!p || !p->alive()) return no_process();
+  if (!p->has_thread(n.thread.tid)) return no_thread();
   s.arm_step_branch({p->pid(), n.thread.tid, n.count, n.lifted_breakpoint.value_or(0)});
-  return ok();
+  return reply::Ok{};
 }
 
 // What the stepbranch that the last stop ended did, in the stop reply's words, or "none" when
 // the last stop did not end a stepbranch (a script asks this after its client's own step).
 Reply handle(Session& s, const StepBranchLast&) {
   const auto& e = s.last_step_branch();
-  if (!e) return std::string("none");
-  std::string out = fmt::format("thread:{};", protocol::format_thread_id(e->pid, e->tid, s.dialect().multiprocess));
-  if (e->branch_from || e->branch_to) out += fmt::format("branch-from:{:x};branch-to:{:x};", e->branch_from, e->branch_to);
+  if (!e) return reply::StepBranchSummary{};
   std::string mechanism = e->step_mechanism.empty() ? s.server().probe().stepbranch_mechanism : e->step_mechanism;
-  return out + "stepbranch-mechanism:" + mechanism + ";";
+  return reply::StepBranchSummary{false, e->pid, e->tid, e->branch_from, e->branch_to, mechanism};
 }
 
 Reply handle(Session& s, const Kill& k) {
@@ -230,7 +215,7 @@ Reply handle(Session& s, const Kill& k) {
     auto* p = server.process_for(*k.pid);
     // Without multiprocess GDB names no real pid (42000): the process is the one we debug.
     // With it, a pid we do not have is an error (gdbserver), never another process killed.
-    if (!p && s.dialect().multiprocess) return error_reply(s, ESRCH, "No such process.");
+    if (!p && s.dialect().multiprocess) return error_reply(ESRCH, "No such process.");
     if (!p) p = s.process();
     if (p) {
       pid_t pid = p->pid();
@@ -238,45 +223,43 @@ Reply handle(Session& s, const Kill& k) {
       server.remove_process(pid);
     }
     s.select_process(0);
-    return ok();
+    return reply::Ok{};
   }
   // plain 'k': everything. LLDB waits for the exit status, GDB ignores it.
   auto* main = s.process();
   int pid = main ? main->pid() : 0;
   kill_everything(s);
-  std::string reply = "X09";
-  if (s.dialect().multiprocess && pid) reply += ";process:" + fmt::format("{:x}", pid);
-  return reply;
+  return ExitReply{pid, 0, true, 9};  // "X09": SIGKILL is 9 in both numberings
 }
 
 Reply handle(Session& s, const Detach& d) {
   auto& server = s.server();
   // D;pid may name a held fork child the client never took on (detach-on-fork on).
   backend::Process* target = d.pid ? server.process_for(*d.pid) : s.process();
-  if (!target || !target->alive()) return error_reply(s, ESRCH, "No such process.");
+  if (!target || !target->alive()) return error_reply(ESRCH, "No such process.");
   // Detaching a process while a fork child of it is held: the client follows the child
   // (follow-fork-mode child), which is debugged from now on.
   server.process_table().name_children_of(target->pid());
   pid_t pid = target->pid();
   server.log().notice(fmt::format("Detaching from process {}", pid));
-  if (auto r = target->detach(); !r) return error_reply(s, r.error());
+  if (auto r = target->detach(); !r) return error_reply(r.error());
   if (!target->was_attached() && !server.process_table().is_fork_child(pid)) server.reap_later(pid);
   server.remove_process(pid);  // the next oldest process becomes the primary one
   s.select_process(0);
   if (auto* p = server.process(); p && p->alive()) s.set_general_thread(p->pid());
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const VRun& r) {
   if (!s.server().options().multi && !s.extended())
-    return error_reply(s, EPERM, "vRun needs extended-remote (branchstub --multi).");
+    return error_reply(EPERM, "vRun needs extended-remote (branchstub --multi).");
   std::vector<std::string> argv = r.argv;
   if (argv.empty() || argv.front().empty()) {
     // No program named: the program of the last run (vRun or command line), with the new
     // arguments, as gdbserver does. GDB sends that for a second inferior's `run` and for a
     // `run` without `set remote exec-file`.
     const auto& last = s.server().last_run();
-    if (last.empty()) return error_reply(s, ENOENT, "No program given to run.");
+    if (last.empty()) return error_reply(ENOENT, "No program given to run.");
     if (argv.empty()) argv.push_back(last.front());
     else argv.front() = last.front();
   }
@@ -285,46 +268,46 @@ Reply handle(Session& s, const VRun& r) {
   if (!s.dialect().multiprocess) kill_everything(s);
   s.server().forget_dead_processes();
   auto launched = s.server().launch(argv);
-  if (!launched) return error_reply(s, launched.error());
+  if (!launched) return error_reply(launched.error());
   return reply_for_new_process(s, *launched);
 }
 
 // R (GDB's `run` when vRun is off): kill everything and start the last program again with
 // its last arguments. Nothing is answered, as by gdbserver: GDB never reads a reply to R.
 Reply handle(Session& s, const Restart&) {
-  if (!s.extended()) return empty();  // not understood outside extended-remote
+  if (!s.extended()) return reply::Unsupported{};  // not understood outside extended-remote
   kill_everything(s);
   std::vector<std::string> argv = s.server().last_run();
   if (argv.empty()) {
     s.server().log().notice("Restart: no program was run before.");
-    return std::nullopt;
+    return reply::NoReply{};
   }
   s.server().log().notice(fmt::format("Restarting {}", argv.front()));
   auto launched = s.server().launch(std::move(argv));
   if (!launched) {
     s.server().log().notice(launched.error().message);
-    return std::nullopt;
+    return reply::NoReply{};
   }
   if (auto* p = s.server().process_for(*launched); p && p->alive()) {
     s.select_process(p->pid());
     s.set_general_thread(p->last_stop().tid);
   }
-  return std::nullopt;
+  return reply::NoReply{};
 }
 
 Reply handle(Session& s, const VAttach& a) {
-  if (s.process() && !s.dialect().multiprocess) return error_reply(s, EBUSY, "Already debugging a process.");
-  if (s.server().process_for(a.pid)) return error_reply(s, EBUSY, "Already debugging that process.");
+  if (s.process() && !s.dialect().multiprocess) return error_reply(EBUSY, "Already debugging a process.");
+  if (s.server().process_for(a.pid)) return error_reply(EBUSY, "Already debugging that process.");
   s.server().forget_dead_processes();
-  if (auto r = s.server().attach(a.pid); !r) return error_reply(s, r.error());
+  if (auto r = s.server().attach(a.pid); !r) return error_reply(r.error());
   if (s.non_stop()) {
     // gdbserver's non-stop attach: OK, and each thread's stop only when GDB stops it (vCont;t).
     auto* p = s.server().process_for(a.pid);
-    if (!p) return no_process(s);
+    if (!p) return no_process();
     p->hold_attach_stops();
     s.select_process(p->pid());
     s.server().resumed();
-    return ok();
+    return reply::Ok{};
   }
   return reply_for_new_process(s, a.pid);
 }

@@ -6,7 +6,6 @@
 
 #include "protocol/qsupported.h"
 #include "protocol/signals.h"
-#include "protocol/thread_id.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 
@@ -53,46 +52,37 @@ backend::StopEvent as_plain_stop(backend::StopEvent event) {
 
 }  // namespace
 
-std::string error_reply(Session& s, const backend::Error& e, ErrorForm form) {
-  return protocol::error_reply(s.dialect(), e.code, e.message, form);
-}
-
-std::string error_reply(Session& s, int err, std::string_view reason, ErrorForm form) {
-  return protocol::error_reply(s.dialect(), err, reason, form);
-}
-
 Reply handle(Session& s, const QuerySupported& q) {
   // The one place the client dialect is decided: GDB always offers swbreak+, LLDB never does.
   DisabledPackets disabled = s.dialect().disabled;  // the server's --disable-packet, not negotiated
   const auto& capabilities = s.server().capabilities();
   s.dialect() = negotiate(q, capabilities);
   s.dialect().disabled = disabled;
-  return format_qsupported(capabilities, s.dialect());
+  return reply::Features{capabilities};  // encoded in the dialect just negotiated
 }
 
-Reply handle(Session&, const MustReplyEmpty&) { return empty(); }
+Reply handle(Session&, const MustReplyEmpty&) { return reply::Unsupported{}; }
 
 Reply handle(Session& s, const StartNoAckMode&) {
   s.set_no_ack();
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const EnableExtendedMode&) {
   s.set_extended(true);
-  return ok();
+  return reply::Ok{};
 }
 
 namespace {
 // '?' in non-stop: every stopped thread of every process, the first now, the others through
 // vStopped (nothing stopped: OK).
 Reply non_stop_halt_reasons(Session& s) {
-  std::vector<std::string> replies;
+  std::vector<Reply> stops;
   for (auto* p : s.server().process_table().all()) {
     if (!p->alive() && !p->exit_unreported()) continue;
-    for (const auto& event : p->stopped_threads()) replies.push_back(s.stop_reply_for(as_plain_stop(event)));
+    for (const auto& event : p->stopped_threads()) stops.push_back(s.stop_reply_for(as_plain_stop(event)));
   }
-  auto first = s.notifications().restart(std::move(replies));
-  return first ? *first : ok();
+  return s.restart_notifications(std::move(stops));
 }
 }  // namespace
 
@@ -114,7 +104,7 @@ Reply handle(Session& s, const QueryHaltReason&) {
   auto* p = s.process();
   if (!p) {
     if (last) return s.stop_reply_for(*last);  // the exit the client has not seen
-    return std::string("W00");
+    return ExitReply{};  // "W00": nothing ever ran
   }
   // No such event (an exit, or its thread is gone): the selected (or main) process, as it
   // stopped (a thread that did not stop for itself reports signal 0, as with gdbserver).
@@ -132,116 +122,111 @@ Reply handle(Session& s, const QueryHaltReason&) {
 
 Reply handle(Session& s, const SetThread& h) {
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   if (h.thread.pid && *h.thread.pid > 0) {
     // Another process: one we debug already, or a held fork child, which the client takes
     // on by naming it (GDB and LLDB name the child to take breakpoints out of it, or to
     // debug it).
     backend::Process* target = s.server().process_for(*h.thread.pid);
-    if (!target || !target->alive()) return error_reply(s, ESRCH, "No such process.");
+    if (!target || !target->alive()) return error_reply(ESRCH, "No such process.");
     s.server().process_table().name(target->pid());
     if (h.op == 'g') s.select_process(*h.thread.pid);
     p = target;
   } else if (h.op == 'g' && !h.thread.pid) {
     s.select_process(0);
     p = s.process();
-    if (!p) return no_process(s);
+    if (!p) return no_process();
   }
   pid_t tid = h.thread.tid;
-  if (tid > 0 && !p->has_thread(tid)) return no_thread(s);
+  if (tid > 0 && !p->has_thread(tid)) return no_thread();
   if (h.op == 'g') s.set_general_thread(tid);
   else s.set_continue_thread(tid);
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const QueryCurrentThread&) {
   auto* p = s.process();
-  if (!p) return no_process(s);
-  return "QC" + format_thread_id(p->pid(), s.general_thread(), s.dialect().multiprocess);
+  if (!p) return no_process();
+  return reply::CurrentThread{p->pid(), s.general_thread()};
 }
 
 Reply handle(Session& s, const ThreadAlive& t) {
   // Any process's thread: GDB asks about inferior 1's thread while inferior 2 is selected.
-  if (t.thread.tid <= 0) return no_thread(s);
+  if (t.thread.tid <= 0) return no_thread();
   for (auto* p : s.server().processes()) {
     if (t.thread.pid && *t.thread.pid > 0 && *t.thread.pid != p->pid()) continue;
-    if (p->alive() && p->has_thread(t.thread.tid)) return ok();
+    if (p->alive() && p->has_thread(t.thread.tid)) return reply::Ok{};
   }
-  return no_thread(s);
+  return no_thread();
 }
 
 Reply handle(Session& s, const ThreadInfoFirst&) {
-  if (!s.process()) return std::string("l");
-  std::string reply = "m";
-  bool first = true;
+  if (!s.process()) return reply::ThreadListEnd{};
+  reply::ThreadList list;
   for (auto* p : s.server().processes()) {
     if (!p->alive()) continue;
-    for (pid_t tid : p->threads()) {
-      if (!first) reply += ",";
-      reply += format_thread_id(p->pid(), tid, s.dialect().multiprocess);
-      first = false;
-    }
+    for (pid_t tid : p->threads()) list.threads.push_back({p->pid(), tid});
   }
-  return reply;
+  return list;
 }
 
-Reply handle(Session&, const ThreadInfoNext&) { return std::string("l"); }
+Reply handle(Session&, const ThreadInfoNext&) { return reply::ThreadListEnd{}; }
 
 Reply handle(Session& s, const QueryAttached& q) {
   // qAttached:<pid> (multiprocess) asks about that process, not the selected one: GDB asks
   // for each inferior, and kills on quit the ones said to be launched.
   backend::Process* p = q.pid ? s.server().process_for(*q.pid) : s.process();
-  if (!p || !p->alive()) return error_reply(s, ESRCH, "No such process.");
-  return std::string(p->was_attached() ? "1" : "0");
+  if (!p || !p->alive()) return error_reply(ESRCH, "No such process.");
+  return reply::Attached{p->was_attached()};
 }
 
-Reply handle(Session&, const QueryOffsets&) { return empty(); }
-Reply handle(Session&, const QuerySymbol&) { return ok(); }
-Reply handle(Session&, const QueryTStatus&) { return empty(); }
+Reply handle(Session&, const QueryOffsets&) { return reply::Unsupported{}; }
+Reply handle(Session&, const QuerySymbol&) { return reply::Ok{}; }
+Reply handle(Session&, const QueryTStatus&) { return reply::Unsupported{}; }
 Reply handle(Session& s, const SetNonStop& n) {
   if (n.on && !s.server().capabilities().has(protocol::Capability::NonStop))
-    return error_reply(s, EOPNOTSUPP, "Non-stop mode is not supported.");
+    return error_reply(EOPNOTSUPP, "Non-stop mode is not supported.");
   for (auto* p : s.server().process_table().all())
     if (p->alive())
-      if (auto r = p->set_non_stop(n.on); !r) return error_reply(s, r.error());
+      if (auto r = p->set_non_stop(n.on); !r) return error_reply(r.error());
   s.set_non_stop(n.on);
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetPassSignals& q) {
   if (auto* p = s.process()) p->set_pass_signals(host_signals(s, q.gdb_signals));
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetProgramSignals& q) {
   if (auto* p = s.process()) p->set_program_signals(host_signals(s, q.gdb_signals));
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetDisableRandomization& q) {
   s.server().launch_settings().disable_randomization = q.on;
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetStartupWithShell& q) {
   s.server().launch_settings().startup_with_shell = q.on;
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetEnvironment& q) {
   auto eq = q.var_eq_value.find('=');
-  if (eq == std::string::npos) return error_reply(s, EINVAL, "QEnvironmentHexEncoded: expected NAME=VALUE.");
+  if (eq == std::string::npos) return error_reply(EINVAL, "QEnvironmentHexEncoded: expected NAME=VALUE.");
   auto& launch = s.server().launch_settings();
   launch.env_set[q.var_eq_value.substr(0, eq)] = q.var_eq_value.substr(eq + 1);
   launch.env_unset.erase(q.var_eq_value.substr(0, eq));
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const UnsetEnvironment& q) {
   auto& launch = s.server().launch_settings();
   launch.env_set.erase(q.var);
   launch.env_unset.insert(q.var);
-  return ok();
+  return reply::Ok{};
 }
 
 // GDB means "back to the server's own environment" (not an empty one).
@@ -249,19 +234,19 @@ Reply handle(Session& s, const ResetEnvironment&) {
   auto& launch = s.server().launch_settings();
   launch.env_set.clear();
   launch.env_unset.clear();
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetWorkingDir& q) {
   auto& launch = s.server().launch_settings();
   if (q.dir.empty()) launch.working_dir.reset();
   else launch.working_dir = q.dir;
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const SetCatchSyscalls& q) {
   if (auto* p = s.process()) p->set_catch_syscalls(q.on, std::set<int>(q.syscalls.begin(), q.syscalls.end()));
-  return ok();
+  return reply::Ok{};
 }
 
 
@@ -270,14 +255,14 @@ Reply handle(Session& s, const SetThreadEvents& q) {
   s.set_thread_events(q.on);
   for (auto* p : s.server().process_table().all())
     if (p->alive()) p->set_thread_events(q.on);
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const Malformed& m) {
   s.server().log().event("malformed packet: {}", m.what);
-  return error_reply(s, EINVAL, m.what);
+  return error_reply(EINVAL, m.what);
 }
 
-Reply handle(Session&, const Unknown&) { return empty(); }
+Reply handle(Session&, const Unknown&) { return reply::Unsupported{}; }
 
 }  // namespace server

@@ -4,15 +4,19 @@
 #pragma once
 
 #include <cerrno>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "backend/btrace/branch_tracer.h"
 #include "backend/process.h"
 #include "protocol/packets.h"
+#include "protocol/replies.h"
 #include "server/session.h"
 
 namespace server {
 
-using namespace protocol;  // request types; handlers read like the packet table
+using namespace protocol;  // request and reply types; handlers read like the packet table
 
 // general.cc
 Reply handle(Session&, const QuerySupported&);
@@ -88,8 +92,8 @@ Reply handle(Session&, const FileReadlink&);
 Reply handle(Session&, const BtraceEnable&);
 Reply handle(Session&, const BtraceConf&);
 // qXfer:btrace:read / qXfer:btrace-conf:read documents (nullopt + error reply in `error`).
-std::optional<std::string> btrace_document(Session&, const std::string& annex, std::string& error);
-std::optional<std::string> btrace_conf_document(Session&, std::string& error);
+std::optional<std::string> btrace_document(Session&, const std::string& annex, Reply& error);
+std::optional<std::string> btrace_conf_document(Session&, Reply& error);
 
 // lldb.cc
 Reply handle(Session&, const HostInfo&);
@@ -111,11 +115,15 @@ Reply handle(Session&, const Monitor&);
 // Text printed by `monitor stepbranch` once the step finished.
 std::string monitor_stepbranch_text(Session&, const backend::StopEvent&);
 
-// The one error reply (protocol::error_reply in this client's dialect): the errno and the
-// reason of a backend failure, or of a request the handler refuses.
-std::string error_reply(Session&, const backend::Error&, ErrorForm form = ErrorForm::Text);
-std::string error_reply(Session&, int err, std::string_view reason, ErrorForm form = ErrorForm::Text);
-inline std::string no_process(Session& s) { return error_reply(s, ESRCH, "No process."); }
-inline std::string no_thread(Session& s) { return error_reply(s, ESRCH, "No such thread."); }
+// The one error reply: the errno and the reason of a backend failure, or of a request the
+// handler refuses (the dialect decides how much of it the client gets).
+inline reply::Error error_reply(const backend::Error& e, ErrorForm form = ErrorForm::Text) {
+  return {e.code, e.message, form};
+}
+inline reply::Error error_reply(int err, std::string reason, ErrorForm form = ErrorForm::Text) {
+  return {err, std::move(reason), form};
+}
+inline reply::Error no_process() { return error_reply(ESRCH, "No process."); }
+inline reply::Error no_thread() { return error_reply(ESRCH, "No such thread."); }
 
 }  // namespace server

@@ -4,7 +4,6 @@
 
 #include <fstream>
 
-#include "protocol/hex.h"
 #include "backend/points/debug_registers.h"
 #include "backend/ptrace/proc_info.h"
 #include "server/handlers/handlers.h"
@@ -16,42 +15,35 @@ namespace {
 
 constexpr const char* kTriple = "x86_64-pc-linux-gnu";
 
-// "Key:\tvalue..." fields of /proc/PID/status (PPid, Uid, Gid): first number of the field.
-std::string region_reply(uint64_t start, uint64_t size, const std::string& permissions, const std::string& name) {
-  std::string out = fmt::format("start:{:x};size:{:x};", start, size);
-  if (!permissions.empty()) out += "permissions:" + permissions + ";";
-  if (!name.empty()) out += "name:" + to_hex(name) + ";";
-  return out;
-}
-
 }  // namespace
 
 Reply handle(Session& s, const HostInfo&) {
   s.note_lldb();
   utsname u{};
   ::uname(&u);
-  return fmt::format("triple:{};ptrsize:8;endian:little;ostype:linux;vendor:pc;os_version:{};hostname:{};"
-                     "watchpoint_exceptions_received:after;",
-                     to_hex(std::string_view(kTriple)), u.release, to_hex(std::string_view(u.nodename)));
+  return reply::HostInfo{.triple = kTriple, .os_version = u.release, .hostname = u.nodename};
 }
 
 Reply handle(Session& s, const ProcessInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   auto ids = backend::read_process_ids(p->pid());
-  return fmt::format("pid:{:x};parent-pid:{:x};real-uid:{:x};real-gid:{:x};effective-uid:{:x};effective-gid:{:x};"
-                     "triple:{};ostype:linux;endian:little;ptrsize:8;",
-                     p->pid(), ids.ppid, ids.real_uid, ids.real_gid, ids.effective_uid, ids.effective_gid,
-                     to_hex(std::string_view(kTriple)));
+  return reply::ProcessInfo{.pid = p->pid(),
+                            .parent_pid = ids.ppid,
+                            .real_uid = ids.real_uid,
+                            .real_gid = ids.real_gid,
+                            .effective_uid = ids.effective_uid,
+                            .effective_gid = ids.effective_gid,
+                            .triple = kTriple};
 }
 
 Reply handle(Session& s, const MemoryRegionInfo& m) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return no_process(s);
+  if (!p) return no_process();
   auto regions = p->memory_map();
-  if (!regions) return error_reply(s, regions.error());
+  if (!regions) return error_reply(regions.error());
   uint64_t next_start = 0;
   for (const auto& r : *regions) {
     if (m.addr >= r.start && m.addr < r.end) {
@@ -59,24 +51,24 @@ Reply handle(Session& s, const MemoryRegionInfo& m) {
       if (r.read) perms += 'r';
       if (r.write) perms += 'w';
       if (r.exec) perms += 'x';
-      return region_reply(r.start, r.end - r.start, perms, r.name);
+      return reply::MemoryRegion{r.start, r.end - r.start, perms, r.name};
     }
     if (r.start > m.addr && (next_start == 0 || r.start < next_start)) next_start = r.start;
   }
   // Unmapped: report the hole up to the next mapping, with no permissions.
   uint64_t end = next_start ? next_start : ~uint64_t{0};
-  return region_reply(m.addr, end - m.addr, "", "");
+  return reply::MemoryRegion{m.addr, end - m.addr, "", ""};
 }
 
 Reply handle(Session& s, const ThreadSuffixSupported&) {
   s.note_lldb();
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const ListThreadsInStopReply&) {
   s.note_lldb();
   s.dialect().list_threads_in_stop = true;
-  return ok();
+  return reply::Ok{};
 }
 
 // The stop of `tid` for LLDB: the event for the event thread, a plain stop for the others.
@@ -94,34 +86,34 @@ static backend::StopEvent stop_of_thread(Session& s, backend::Process& p, pid_t 
 Reply handle(Session& s, const ThreadsInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p) return no_process(s);
-  std::vector<StopReply> threads;
-  for (pid_t tid : p->threads()) threads.push_back(s.describe_stop(stop_of_thread(s, *p, tid)));
-  return escape_binary(threads_info_json(threads));
+  if (!p) return no_process();
+  reply::ThreadsInfo info;
+  for (pid_t tid : p->threads()) info.threads.push_back(s.describe_stop(stop_of_thread(s, *p, tid)));
+  return info;
 }
 
 Reply handle(Session& s, const EnableErrorStrings&) {
   s.note_lldb();
   s.dialect().error_strings = true;
-  return ok();
+  return reply::Ok{};
 }
 
 Reply handle(Session& s, const WatchpointSupportInfo&) {
   s.note_lldb();
   auto* p = s.process();
-  return fmt::format("num:{};", p ? p->hardware_slots() : backend::DebugRegisters::kSlots);
+  return reply::WatchpointSlots{p ? p->hardware_slots() : backend::DebugRegisters::kSlots};
 }
 
 Reply handle(Session& s, const ThreadStopInfo& t) {
   s.note_lldb();
   auto* p = s.process();
-  if (!p || !p->has_thread(t.tid)) return no_thread(s);
+  if (!p || !p->has_thread(t.tid)) return no_thread();
   return s.stop_reply_for(stop_of_thread(s, *p, t.tid));
 }
 
 Reply handle(Session& s, const RegisterInfo&) {
   s.note_lldb();
-  return empty();  // registers come from target.xml
+  return reply::Unsupported{};  // registers come from target.xml
 }
 
 }  // namespace server

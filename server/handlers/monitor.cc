@@ -143,7 +143,7 @@ std::string help_text() {
 // then E01, which GDB reports as "Protocol error with Rcmd".
 Reply unknown_command(Session& s, std::string_view why) {
   s.send_console(std::string(why) + help_text());
-  return error_reply(s, EINVAL, "Unknown monitor command.", ErrorForm::Code);
+  return error_reply(EINVAL, "Unknown monitor command.", ErrorForm::Code);
 }
 
 // `set NAME VALUE` (the text after "set"): the row for NAME.
@@ -165,7 +165,7 @@ Reply set_command(Session& s, std::string_view rest) {
       return unknown_command(s, "Unknown monitor command.\n\n");
     }
     if (!said->empty()) s.send_console(*said);
-    return ok();
+    return reply::Ok{};
   }
   return unknown_command(s, "Unknown monitor command.\n\n");
 }
@@ -341,43 +341,43 @@ Reply handle(Session& s, const Monitor& m) {
   if (w.empty()) return unknown_command(s, "Unknown monitor command.\n\n");
   if (w[0] == "help") {
     s.send_console(help_text());
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "exit") {
     server.request_exit();
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "set" && w.size() >= 2) return set_command(s, std::string_view(m.command).substr(m.command.find("set") + 3));
   if (w[0] == "probe") {
     s.send_console(backend::format_probe(server.probe()));
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "btrace") {
     s.send_console(btrace_command(s, w));
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "coverage") {
     s.send_console(coverage_command(s, w));
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "lbr") {
     s.send_console(lbr_command(s));
-    return ok();
+    return reply::Ok{};
   }
   if (w[0] == "stepbranch") {
     auto* p = s.process();
     if (!p) {
       s.send_console("No process.\n");
-      return ok();
+      return reply::Ok{};
     }
-    (void)s.take_step_branch_request();  // a resume of another kind: the request expires
+    s.begin_resume();  // a stepbranch of its own: a stepbranch-next request expires
     if (auto r = p->step_branch(s.general_thread(), static_cast<uint32_t>(count_arg(w, 1, 1))); !r) {
       s.send_console("stepbranch failed: " + r.error().message + "\n");
-      return ok();
+      return reply::Ok{};
     }
     s.expect_stop(Waiting::MonitorStepBranch);
     server.resumed();
-    return std::nullopt;  // output and OK follow when the thread stops
+    return reply::NoReply{};  // output and OK follow when the thread stops
   }
   return unknown_command(s, "Unknown monitor command.\n\n");
 }

@@ -2,7 +2,6 @@
 // (backend/tls/thread_db.h). Replies as gdbserver's (server.cc): the address in hex; E01 with no
 // process, for an unknown thread and for every libthread_db failure (GDB then prints "Remote
 // target failed to process qGetTLSAddr request"); empty only when the library has no TLS calls.
-#include "protocol/hex.h"
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 
@@ -22,17 +21,17 @@ backend::Process* process_of(Session& s, const ThreadId& id) {
 }  // namespace
 
 Reply handle(Session& s, const GetTlsAddress& q) {
-  if (q.thread.tid <= 0) return no_thread(s);
+  if (q.thread.tid <= 0) return no_thread();
   backend::Process* p = process_of(s, q.thread);
-  if (!p || !p->alive() || p->running() || !p->has_thread(q.thread.tid)) return no_thread(s);
+  if (!p || !p->alive() || p->running() || !p->has_thread(q.thread.tid)) return no_thread();
   auto addr = s.server().thread_db().tls_address(*p, q.thread.tid, q.offset, q.lm);
   if (!addr) {
     s.server().log().event("qGetTLSAddr thread {} offset {:#x} lm {:#x}: {}", q.thread.tid, q.offset, q.lm,
                            addr.error().message);
-    if (addr.error().code == ENOSYS) return empty();
-    return error_reply(s, addr.error());
+    if (addr.error().code == ENOSYS) return reply::Unsupported{};
+    return error_reply(addr.error());
   }
-  return hex_u64(*addr);
+  return reply::HexNumber{*addr};
 }
 
 }  // namespace server

@@ -29,8 +29,8 @@ std::string threads_document(Session& s) {
   return threads_xml(threads, s.dialect().multiprocess);
 }
 
-// Builds the whole document, or sets `error` to the reply to send instead.
-std::optional<std::string> build_document(Session& s, const XferRead& x, std::string& error_out) {
+// Builds the whole document, or sets `error_out` to the reply to send instead.
+std::optional<std::string> build_document(Session& s, const XferRead& x, Reply& error_out) {
   auto* p = s.process();
   if (x.object == "btrace") return btrace_document(s, x.annex, error_out);
   if (x.object == "btrace-conf") return btrace_conf_document(s, error_out);
@@ -40,24 +40,24 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
     return table ? osdata_xml(table->type, table->items) : std::string();
   }
   if (!p) {
-    error_out = no_process(s);
+    error_out = no_process();
     return std::nullopt;
   }
   if (x.object == "features") {
     if (x.annex != "target.xml") {
-      error_out = error_reply(s, ENOENT, "No such target description.");
+      error_out = error_reply(ENOENT, "No such target description.");
       return std::nullopt;
     }
     return target_description(*p);
   }
   if (x.object == "auxv") {
     auto auxv = p->auxv();
-    if (!auxv) { error_out = error_reply(s, auxv.error()); return std::nullopt; }
+    if (!auxv) { error_out = error_reply(auxv.error()); return std::nullopt; }
     return std::string(auxv->begin(), auxv->end());
   }
   if (x.object == "exec-file") {
     auto path = p->exe_path();
-    if (!path) { error_out = error_reply(s, path.error()); return std::nullopt; }
+    if (!path) { error_out = error_reply(path.error()); return std::nullopt; }
     return *path;
   }
   if (x.object == "threads") return threads_document(s);
@@ -66,7 +66,7 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
     auto libs = p->libraries(&main_lm);
     // No DT_DEBUG: E01, so that GDB looks for the loader's r_debug itself (as with gdbserver).
     if (!libs) {
-      error_out = error_reply(s, libs.error());
+      error_out = error_reply(libs.error());
       return std::nullopt;
     }
     std::vector<LibraryEntry> entries;
@@ -78,10 +78,10 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, std::st
   }
   if (x.object == "siginfo") {
     auto info = p->siginfo(s.general_thread());
-    if (!info) { error_out = error_reply(s, info.error()); return std::nullopt; }
+    if (!info) { error_out = error_reply(info.error()); return std::nullopt; }
     return std::string(info->begin(), info->end());
   }
-  error_out = empty();
+  error_out = reply::Unsupported{};
   return std::nullopt;
 }
 
@@ -93,7 +93,7 @@ Reply handle(Session& s, const XferRead& x) {
   // GDB reads one field of $_siginfo at its own offset, with no read at 0 before it: the
   // siginfo (small, changed by every stop and every write) is read afresh each time.
   if (x.offset == 0 || x.object == "siginfo") {
-    std::string error_out;
+    Reply error_out;
     auto document = build_document(s, x, error_out);
     if (!document) {
       snapshot.clear();
@@ -101,22 +101,22 @@ Reply handle(Session& s, const XferRead& x) {
     }
     snapshot = std::move(*document);
   }
-  return xfer_chunk(snapshot, x.offset, x.length);
+  return xfer_reply(snapshot, x.offset, x.length);
 }
 
 Reply handle(Session& s, const XferWrite& x) {
-  if (x.object != "siginfo") return empty();  // gdbserver: no other object is writable
+  if (x.object != "siginfo") return reply::Unsupported{};  // gdbserver: no other object is writable
   auto* p = s.process();
   pid_t tid = s.general_thread();
-  if (!p || tid <= 0) return no_thread(s);
+  if (!p || tid <= 0) return no_thread();
   auto info = p->siginfo(tid);
-  if (!info) return error_reply(s, info.error());
-  if (x.offset >= info->size()) return error_reply(s, EINVAL, "Past the end of the siginfo.");
+  if (!info) return error_reply(info.error());
+  if (x.offset >= info->size()) return error_reply(EINVAL, "Past the end of the siginfo.");
   // What does not fit in the siginfo is dropped; the reply says how much was taken.
   size_t n = std::min<size_t>(x.data.size(), info->size() - x.offset);
   std::copy_n(x.data.begin(), n, info->begin() + static_cast<long>(x.offset));
-  if (auto r = p->set_siginfo(tid, *info); !r) return error_reply(s, r.error());
-  return fmt::format("{:x}", n);
+  if (auto r = p->set_siginfo(tid, *info); !r) return error_reply(r.error());
+  return reply::HexNumber{n};
 }
 
 }  // namespace server

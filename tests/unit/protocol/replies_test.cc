@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "protocol/qsupported.h"
 #include "protocol/replies.h"
 
 using namespace protocol;
@@ -116,8 +117,6 @@ TEST_CASE("exit replies", "[replies]") {
 }
 
 TEST_CASE("errors and console output", "[replies]") {
-  CHECK(ok() == "OK");
-  CHECK(empty().empty());
   CHECK(error_code(1) == "E01");
   CHECK(error_code(0x2a) == "E2a");
   CHECK(error_code(0x1ff) == "Eff");
@@ -180,5 +179,177 @@ TEST_CASE("non-stop: thread creation, thread exit and no-resumed replies", "[rep
   CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0}, gdb_dialect()) == "w0;p9c4.9fb");
   CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0x2a}, gdb_dialect()) == "w2a;p9c4.9fb");
   CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0x12a}, Dialect{}) == "w2a;9fb");
-  CHECK(no_resumed_reply() == "N");
+}
+
+// ---- protocol::Reply: every reply type through encode(), in GDB's and LLDB's dialect ----
+
+namespace {
+Dialect lldb_dialect(bool error_strings = false) {
+  Dialect d;
+  d.lldb = true;
+  d.multiprocess = true;  // LLDB 16 offers it too
+  d.error_strings = error_strings;
+  return d;
+}
+std::string gdb(const Reply& r) { return encode(r, gdb_dialect()); }
+std::string lldb(const Reply& r) { return encode(r, lldb_dialect()); }
+}  // namespace
+
+TEST_CASE("encode: no reply, OK, the empty reply, N", "[replies][encode]") {
+  CHECK(sends_nothing(reply::NoReply{}));
+  CHECK_FALSE(sends_nothing(reply::Unsupported{}));
+  CHECK(gdb(reply::NoReply{}).empty());
+  CHECK(lldb(reply::NoReply{}).empty());
+  CHECK(gdb(reply::Ok{}) == "OK");
+  CHECK(lldb(reply::Ok{}) == "OK");
+  CHECK(gdb(reply::Unsupported{}).empty());
+  CHECK(lldb(reply::Unsupported{}).empty());
+  CHECK(gdb(reply::NoResumed{}) == "N");
+  CHECK(lldb(reply::NoResumed{}) == "N");
+}
+
+TEST_CASE("encode: errors in each form", "[replies][encode]") {
+  reply::Error text{ENOENT, "Btrace not enabled."};
+  CHECK(gdb(text) == "E.Btrace not enabled.");
+  CHECK(lldb(text) == "E02");
+  CHECK(encode(text, lldb_dialect(true)) == "E02;" + std::string("427472616365206e6f7420656e61626c65642e"));
+  reply::Error code{EIO, "Cannot access memory.", ErrorForm::Code};
+  CHECK(gdb(code) == "E05");
+  CHECK(lldb(code) == "E05");
+  CHECK(encode(code, lldb_dialect(true)).rfind("E05;43616e6e6f74", 0) == 0);
+  reply::Error fixed{1, "ignored", ErrorForm::Fixed};
+  CHECK(gdb(fixed) == "E01");
+  CHECK(encode(fixed, lldb_dialect(true)) == "E01");
+  CHECK(gdb(reply::Error{ESRCH, ""}) == "E03");
+}
+
+TEST_CASE("encode: stops, exits and thread exits", "[replies][encode]") {
+  StopReply s = basic_stop();
+  s.reason = StopReason::Breakpoint;
+  CHECK(gdb(s) == format_stop_reply(s, gdb_dialect()));
+  CHECK(gdb(s) == "T05swbreak:;06:a0e6ffffff7f0000;10:60c0fcf7ff7f0000;thread:p14f2.14f2;core:0;");
+  CHECK(lldb(s) == "T0506:a0e6ffffff7f0000;10:60c0fcf7ff7f0000;thread:p14f2.14f2;core:0;reason:breakpoint;");
+  CHECK(gdb(ExitReply{0x3aa9, 3, false, 0}) == "W03;process:3aa9");
+  CHECK(lldb(ExitReply{0x3aa9, 0, true, 9}) == "X09;process:3aa9");
+  // No process to name: '?' before anything ran.
+  CHECK(gdb(ExitReply{}) == "W00");
+  CHECK(encode(ExitReply{}, Dialect{}) == "W00");
+  CHECK(gdb(ThreadExitReply{0x9c4, 0x9fb, 0}) == "w0;p9c4.9fb");
+  CHECK(encode(ThreadExitReply{0x9c4, 0x9fb, 0}, Dialect{}) == "w0;9fb");
+}
+
+TEST_CASE("encode: memory and registers", "[replies][encode]") {
+  reply::Hex hex{{0x00, 0x7f, 0xff, 0x24}};
+  CHECK(gdb(hex) == "007fff24");
+  CHECK(lldb(hex) == "007fff24");
+  reply::Binary bin{{'a', '$', '#', '}', '*', 'z'}};
+  CHECK(gdb(bin) == "a}\x04}\x03}]}\x0az");
+  CHECK(lldb(bin) == gdb(bin));
+  CHECK(gdb(reply::Hex{}).empty());
+  reply::Registers regs{{{{0x01, 0x02}, true}, {{0, 0, 0, 0}, false}, {{0xab}, true}}};
+  CHECK(gdb(regs) == "0102xxxxxxxxab");
+  CHECK(lldb(regs) == "0102xxxxxxxxab");
+  CHECK(gdb(reply::HexNumber{0x7ffff7d8a6c0}) == "7ffff7d8a6c0");
+  CHECK(lldb(reply::HexNumber{0}) == "0");
+}
+
+TEST_CASE("encode: qSupported, vCont?, qC, thread lists, qAttached", "[replies][encode]") {
+  Capabilities caps = Capabilities::all();
+  CHECK(gdb(reply::Features{caps}) == format_qsupported(caps, gdb_dialect()));
+  CHECK(lldb(reply::Features{caps}) == format_qsupported(caps, lldb_dialect()));
+  CHECK(gdb(reply::Features{caps}).find(";swbreak+") != std::string::npos);
+  CHECK(lldb(reply::Features{caps}).find(";swbreak+") == std::string::npos);
+  CHECK(gdb(reply::ResumeActions{}) == "vCont;c;C;t;s;S;r");
+  CHECK(lldb(reply::ResumeActions{}) == "vCont;c;C;t;s;S;r");
+  CHECK(gdb(reply::CurrentThread{0x64, 0x65}) == "QCp64.65");
+  CHECK(encode(reply::CurrentThread{0x64, 0x65}, Dialect{}) == "QC65");
+  reply::ThreadList list{{{0x64, 0x64}, {0x64, 0x65}}};
+  CHECK(gdb(list) == "mp64.64,p64.65");
+  CHECK(encode(list, Dialect{}) == "m64,65");
+  CHECK(gdb(reply::ThreadList{}) == "m");
+  CHECK(gdb(reply::ThreadListEnd{}) == "l");
+  CHECK(lldb(reply::ThreadListEnd{}) == "l");
+  CHECK(gdb(reply::Attached{true}) == "1");
+  CHECK(lldb(reply::Attached{false}) == "0");
+}
+
+TEST_CASE("encode: qXfer chunks and console output", "[replies][encode]") {
+  CHECK(gdb(xfer_reply("abcdef", 0, 4)) == "mabcd");
+  CHECK(lldb(xfer_reply("abcdef", 4, 4)) == "lef");
+  CHECK(gdb(reply::XferChunk{"a$b", true}) == "la}\x04" "b");
+  // Past the end: E01 whatever the client (gdbserver's answer), error strings or not.
+  CHECK(gdb(xfer_reply("abcdef", 7, 4)) == "E01");
+  CHECK(encode(xfer_reply("abcdef", 7, 4), lldb_dialect(true)) == "E01");
+  CHECK(gdb(reply::ConsoleOutput{"hi\n"}) == "O68690a");
+  CHECK(lldb(reply::ConsoleOutput{"hi\n"}) == "O68690a");
+}
+
+TEST_CASE("encode: vFile results", "[replies][encode]") {
+  CHECK(gdb(reply::FileResult{3}) == "F3");
+  CHECK(lldb(reply::FileResult{0x1000}) == "F1000");
+  CHECK(gdb(reply::FileResult{-1}) == "F-1");
+  CHECK(gdb(reply::FileError{ENOENT}) == "F-1,2");
+  CHECK(lldb(reply::FileError{EACCES}) == "F-1,d");
+  CHECK(gdb(reply::FileData{{'E', 'L', 'F', '$'}}) == "F4;ELF}\x04");
+  CHECK(lldb(reply::FileData{}) == "F0;");
+}
+
+TEST_CASE("encode: qbranchstub:stepbranch-last", "[replies][encode]") {
+  CHECK(gdb(reply::StepBranchSummary{}) == "none");
+  CHECK(lldb(reply::StepBranchSummary{}) == "none");
+  reply::StepBranchSummary taken{false, 0x64, 0x65, 0x401000, 0x401020, "emulate"};
+  CHECK(gdb(taken) == "thread:p64.65;branch-from:401000;branch-to:401020;stepbranch-mechanism:emulate;");
+  CHECK(encode(taken, Dialect{}) == "thread:65;branch-from:401000;branch-to:401020;stepbranch-mechanism:emulate;");
+  reply::StepBranchSummary before{false, 0x64, 0x65, 0, 0, "btf"};
+  CHECK(lldb(before) == "thread:p64.65;stepbranch-mechanism:btf;");
+}
+
+TEST_CASE("encode: LLDB's host, process, region, watchpoint and threads replies", "[replies][encode][lldb]") {
+  reply::HostInfo host{"x86_64-pc-linux-gnu", "6.1.0", "ab"};
+  CHECK(lldb(host) ==
+        "triple:7838365f36342d70632d6c696e75782d676e75;ptrsize:8;endian:little;ostype:linux;vendor:pc;"
+        "os_version:6.1.0;hostname:6162;watchpoint_exceptions_received:after;");
+  CHECK(gdb(host) == lldb(host));
+  reply::ProcessInfo proc{.pid = 0x64, .parent_pid = 1, .real_uid = 1000, .real_gid = 1000,
+                          .effective_uid = 0, .effective_gid = -1, .triple = "x86_64-pc-linux-gnu"};
+  CHECK(lldb(proc) ==
+        "pid:64;parent-pid:1;real-uid:3e8;real-gid:3e8;effective-uid:0;effective-gid:-1;"
+        "triple:7838365f36342d70632d6c696e75782d676e75;ostype:linux;endian:little;ptrsize:8;");
+  CHECK(gdb(proc) == lldb(proc));
+  CHECK(lldb(reply::MemoryRegion{0x400000, 0x1000, "rx", "/bin/a"}) ==
+        "start:400000;size:1000;permissions:rx;name:2f62696e2f61;");
+  CHECK(gdb(reply::MemoryRegion{0x0, 0x400000, "", ""}) == "start:0;size:400000;");
+  CHECK(lldb(reply::WatchpointSlots{4}) == "num:4;");
+  CHECK(gdb(reply::WatchpointSlots{4}) == "num:4;");
+  StopReply quiet;
+  quiet.tid = 0x24;
+  quiet.gdb_signal = 0;
+  quiet.thread_name = "a$";  // the JSON goes out binary-escaped: '$' and '}' too
+  CHECK(lldb(reply::ThreadsInfo{{quiet}}) == "[{\"tid\":36,\"name\":\"a}\x04\",\"registers\":{}]}]]");
+  CHECK(gdb(reply::ThreadsInfo{{quiet}}) == lldb(reply::ThreadsInfo{{quiet}}));
+}
+
+TEST_CASE("stepbranch stop replies name the branch and the mechanism, in both dialects", "[replies][encode]") {
+  StopReply s = basic_stop();
+  s.registers.clear();
+  s.core.reset();
+  s.reason = StopReason::SingleStep;
+  s.branch_from = 0x401000;
+  s.branch_to = 0x401020;
+  s.stepbranch_mechanism = "emulate";
+  CHECK(gdb(s) == "T05thread:p14f2.14f2;branch-from:401000;branch-to:401020;stepbranch-mechanism:emulate;");
+  CHECK(lldb(s) ==
+        "T05thread:p14f2.14f2;reason:trace;branch-from:401000;branch-to:401020;stepbranch-mechanism:emulate;");
+  // Stopped before a branch: no branch keys; the mechanism is still named (empty too).
+  s.branch_from = s.branch_to = 0;
+  s.stepbranch_mechanism = "";
+  CHECK(gdb(s) == "T05thread:p14f2.14f2;stepbranch-mechanism:;");
+  s.stepbranch_mechanism.reset();
+  s.extra.push_back({"k", "v"});
+  CHECK(gdb(s) == "T05thread:p14f2.14f2;k:v;");
+}
+
+TEST_CASE("encode: a reply encoded earlier goes out as it was", "[replies][encode][non-stop]") {
+  CHECK(gdb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
+  CHECK(lldb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
 }
