@@ -1,4 +1,4 @@
-// Host I/O packets: vFile:* (server/handlers/hostio_handlers.cc answers them).
+// Host I/O packets: vFile:* (server/handlers/host_io.cc answers them).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // One handler per request type; Session::dispatch picks the overload with std::visit.
 // Grouped by feature: general.cc, registers_memory.cc, execution.cc, breakpoints.cc, xfer.cc,
-// hostio_handlers.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc.
+// host_io.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc.
 #pragma once
 
 #include <cerrno>
@@ -78,7 +78,7 @@ Reply handle(Session&, const RemoveBreakpoint&);
 Reply handle(Session&, const XferRead&);
 Reply handle(Session&, const XferWrite&);
 
-// hostio_handlers.cc
+// host_io.cc
 Reply handle(Session&, const FileSetFs&);
 Reply handle(Session&, const FileOpen&);
 Reply handle(Session&, const FileClose&);
