@@ -1,5 +1,12 @@
 // The server: one io_context on one thread. Owns the listening socket (or stdio), the client
 // session, the debugged process, and the signalfd through which SIGCHLD reaches the loop.
+// Its implementation, by job:
+//   server.cc            its life, the listener and the loop, sessions, termination signals
+//   server_host.cc       host facts found once (probe, block step, debug registers, trace
+//                        setup) and the choices made from them (capabilities, process settings)
+//   server_processes.cc  the process table: launch, attach, add, remove, forget, shut down
+//   server_events.cc     inferior events: resume, poll timer, interrupt, all-stop and non-stop stops
+//   server_coverage.cc   monitor coverage's recording and the --coverage FILE PROG run
 #pragma once
 
 #include <utility>  // Boost 1.74 asio needs std::exchange declared first in C++20
