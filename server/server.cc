@@ -19,7 +19,8 @@ namespace server {
 namespace asio = boost::asio;
 using boost::asio::ip::tcp;
 
-Server::Server(ServerOptions options) : options_(std::move(options)), poll_timer_(io_), exit_timer_(io_) {
+Server::Server(ServerOptions options, ServerHooks hooks)
+    : options_(std::move(options)), hooks_(std::move(hooks)), poll_timer_(io_), exit_timer_(io_) {
   log_.debug = options_.debug;
   log_.remote_debug = options_.remote_debug;
   log_.event_loop = options_.event_loop_debug;

@@ -50,18 +50,17 @@ const backend::TraceSetup& Server::trace_setup() {
   if (trace_setup_) return *trace_setup_;
   backend::TraceSetup setup;
   backend::CpuId cpu = backend::read_cpu_id();
-  if (!options_.test_lbr_snapshots.empty()) {
-    auto feed = backend::ReplayLbrFeed::load(options_.test_lbr_snapshots);
-    if (feed) setup.lbr = *feed;
-    else setup.lbr_unavailable = feed.error().message;
+  if (hooks_.lbr || !hooks_.lbr_unavailable.empty()) {
+    setup.lbr = hooks_.lbr;
+    setup.lbr_unavailable = hooks_.lbr_unavailable;
   } else if (auto device = backend::LbrDevice::open()) {
     setup.lbr = std::make_shared<backend::DeviceLbrFeed>(std::move(*device));
   } else {
     setup.lbr_unavailable = backend::lbr_unavailable_reason(backend::LbrDevice::kDefaultPath, device.error(), cpu);
   }
-  if (!options_.test_pt_aux.empty()) {
+  setup.feeds = hooks_.trace_feeds;
+  if (setup.feeds && setup.feeds->serves_pt()) {
     setup.pt = true;
-    setup.test_pt_aux = options_.test_pt_aux;
   } else {
     auto pt = backend::probe_pt();
     setup.pt = pt.works;
@@ -71,10 +70,6 @@ const backend::TraceSetup& Server::trace_setup() {
       if (!cpu_reason.empty()) setup.pt_unavailable += " (" + cpu_reason + ")";
     }
   }
-  setup.test_bts_ring = options_.test_bts_ring;
-  setup.test_patch_ring = options_.test_patch_ring;
-  if (!options_.test_bts_ring.empty() || !options_.test_pt_aux.empty() || !options_.test_lbr_snapshots.empty())
-    log_.notice("TEST ONLY: branch data is replayed from files (--test-*), not recorded by the hardware.");
   trace_setup_ = std::move(setup);
   return *trace_setup_;
 }
@@ -96,7 +91,7 @@ backend::TraceSource Server::btrace_source() const {
 const protocol::Capabilities& Server::capabilities() {
   if (!capabilities_) {
     auto features = backend::supported_features(probe());
-    features.intel_pt = trace_setup().pt;  // the same check, or a TEST ONLY PT feed
+    features.intel_pt = trace_setup().pt;  // the same check, or the test build's PT feed
     capabilities_ = derive_capabilities(features);
   }
   return *capabilities_;
@@ -107,8 +102,9 @@ backend::ProcessSettings Server::process_settings() {
   settings.trace_source = btrace_source();
   settings.watch_emulation = watch_emulation();
   settings.trace_setup = trace_setup();
-  // PTRACE_SINGLEBLOCK only where the block-step probe (run once per server) saw BTF work.
-  settings.singleblock = block_step().works || options_.test_singleblock;
+  // PTRACE_SINGLEBLOCK only where the block-step probe (run once per server) saw BTF work, or
+  // where the test build forces it (hooks).
+  settings.singleblock = block_step().works || hooks_.singleblock;
   settings.busy_poll = busy_poll();
   if (log_.debug) settings.log = [this](std::string_view line) { log_.event("{}", line); };
   return settings;
