@@ -1,7 +1,5 @@
 #include "server/options.h"
 
-#include <cstdlib>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -50,7 +48,7 @@ std::optional<ListenAddress> parse_comm(const std::string& comm) {
   return address;
 }
 
-std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv) {
+std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv, const OptionHook& extra) {
   // Options end at the first argument that is not one (COMM, or "-"); what follows COMM
   // belongs to the program and is never looked at. gdbserver's options whose syntax CLI11
   // does not have (--wrapper ... --, --disable-packet with or without a list, --selftest[=F],
@@ -61,6 +59,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   for (; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.empty() || arg.front() != '-' || arg == "-") break;
+    if (extra && extra(arg)) continue;
     if (arg == "--wrapper") {
       int j = i + 1;
       while (j < argc && std::string(argv[j]) != "--") options.wrapper.push_back(argv[j++]);
@@ -76,16 +75,6 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
         return EarlyExit{1, fmt::format("Don't know how to disable \"{}\".\n\n{}", bad,
                                         protocol::disableable_packets_text())};
       options.disabled_packets = *disabled;
-    } else if (arg.starts_with("--test-bts-ring=")) {
-      options.test_bts_ring = arg.substr(16);
-    } else if (arg.starts_with("--test-pt-aux=")) {
-      options.test_pt_aux = arg.substr(14);
-    } else if (arg.starts_with("--test-lbr-snapshots=")) {
-      options.test_lbr_snapshots = arg.substr(21);
-    } else if (arg.starts_with("--test-patch-ring=")) {
-      options.test_patch_ring = std::strtoull(arg.c_str() + 18, nullptr, 0);
-    } else if (arg == "--test-singleblock") {
-      options.test_singleblock = true;
     } else if (arg == "--selftest") {
       options.selftest = true;
     } else if (arg.starts_with("--selftest=")) {
@@ -180,14 +169,6 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   if (version)
     return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
-  bool test_feeds = !options.test_bts_ring.empty() || !options.test_pt_aux.empty() ||
-                    !options.test_lbr_snapshots.empty() || options.test_singleblock || options.test_patch_ring;
-  const char* test_only = std::getenv("BRANCHSTUB_TEST_ONLY");
-  if (test_feeds && !(test_only && std::string(test_only) == "1"))
-    return EarlyExit{2, "branchstub: --test-bts-ring, --test-pt-aux, --test-lbr-snapshots and "
-                        "--test-singleblock, --test-patch-ring make the server serve branch data from files or use a "
-                        "mechanism the probe refused: TEST ONLY. Set "
-                        "BRANCHSTUB_TEST_ONLY=1 in the environment if this is a test.\n"};
   if (no_shell) options.startup_with_shell = false;
   if (no_disable_rand) options.disable_randomization = false;
   if (no_writes) options.allow_file_writes = false;

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -41,16 +42,6 @@ struct ServerOptions {
   std::string watchpoints = "auto";    // auto | hardware | software (see backend/points/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
-  // TEST ONLY: branch data replayed from files instead of the hardware (--test-bts-ring=FILE,
-  // --test-pt-aux=FILE, --test-lbr-snapshots=FILE). Not in --help; refused unless the
-  // environment has BRANCHSTUB_TEST_ONLY=1, so nobody turns them on by accident.
-  std::string test_bts_ring, test_pt_aux, test_lbr_snapshots;
-  // TEST ONLY: --btrace-source=patch's ring in the program holds this many bytes (a tiny ring
-  // makes the full-ring trap happen in a short test).
-  uint64_t test_patch_ring = 0;
-  // TEST ONLY (--test-singleblock, same rule): stepbranch uses PTRACE_SINGLEBLOCK even where the
-  // probe saw BTF ignored, so that the block-step classifier's fallback runs on such hosts.
-  bool test_singleblock = false;
   bool selftest = false;                // --selftest: run the built-in self-checks and exit
   std::vector<std::string> selftest_filters;  // --selftest=FILTER (substring of a check's name)
   // --coverage FILE: run PROG to its exit with block coverage, write FILE (drcov or lcov, by
@@ -66,7 +57,11 @@ struct EarlyExit {
   std::string text;
 };
 
-std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv);
+// `extra`, when given, is offered every option before COMM first and takes those it returns
+// true for (the test build's --test-* options, tests/support); the shipped binary gives none.
+using OptionHook = std::function<bool(const std::string& arg)>;
+std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv,
+                                                          const OptionHook& extra = {});
 
 // Listening endpoint from COMM; nullopt host means stdio.
 struct ListenAddress {

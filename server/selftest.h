@@ -1,6 +1,7 @@
-// `branchstub --selftest[=FILTER]`: built-in self-checks of the protocol layer and the command
-// line, run in the installed binary (gdbserver has the same option; GDB's testsuite runs it in
-// gdb.server/unittest.exp and waits for "Ran N unit tests, 0 failed").
+// `branchstub --selftest[=FILTER]`: a short smoke check of the built binary (framing, one
+// request parsed and one reply framed back, the probe run), not the unit tests again (those are
+// tests/unit). gdbserver has the same option; GDB's testsuite runs it in
+// gdb.server/unittest.exp and waits for "Ran N unit tests, 0 failed".
 #pragma once
 
 #include <functional>

@@ -1,5 +1,12 @@
 // The server: one io_context on one thread. Owns the listening socket (or stdio), the client
 // session, the debugged process, and the signalfd through which SIGCHLD reaches the loop.
+// Its implementation, by job:
+//   server.cc            its life, the listener and the loop, sessions, termination signals
+//   server_host.cc       host facts found once (probe, block step, debug registers, trace
+//                        setup) and the choices made from them (capabilities, process settings)
+//   server_processes.cc  the process table: launch, attach, add, remove, forget, shut down
+//   server_events.cc     inferior events: resume, poll timer, interrupt, all-stop and non-stop stops
+//   server_coverage.cc   monitor coverage's recording and the --coverage FILE PROG run
 #pragma once
 
 #include <utility>  // Boost 1.74 asio needs std::exchange declared first in C++20
@@ -21,13 +28,15 @@
 #include "protocol/capabilities.h"
 #include "server/options.h"
 #include "server/process_table.h"
+#include "server/server_hooks.h"
 #include "server/session.h"
 
 namespace server {
 
 class Server {
  public:
-  explicit Server(ServerOptions options);
+  // `hooks`: what the test build injects (server/server_hooks.h); the shipped server gives none.
+  explicit Server(ServerOptions options, ServerHooks hooks = {});
   ~Server();
   int run();  // returns the process exit code
 
@@ -91,7 +100,7 @@ class Server {
   // What every process's branch tracer gets, found out once: the one LBR feed (the msr_helper
   // device, opened once and kept open: the module ties a thread's LBR to the handle that
   // attached it, so `monitor lbr` and `record btrace` must share it), why there is none, whether
-  // Intel PT can be recorded, and the TEST ONLY feeds.
+  // Intel PT can be recorded, and the test build's feeds (hooks).
   const backend::TraceSetup& trace_setup();
   // The LBR feed, or null with `why`.
   backend::LbrFeed* lbr_feed(std::string* why);
@@ -128,6 +137,7 @@ class Server {
   void coverage_process_gone(pid_t pid);  // before the process object goes away
 
   ServerOptions options_;
+  ServerHooks hooks_;
   ListenAddress address_;  // COMM, parsed once
   boost::asio::io_context io_;
   Logger log_;

@@ -18,6 +18,7 @@
 namespace backend {
 
 class LbrFeed;
+class TraceFeeds;
 
 // Patch: the software source with hot block ends patched to record into a ring in the
 // inferior (backend/btrace/patch/patch_tracer.h); what auto uses where perf BTS does not open.
@@ -35,11 +36,9 @@ struct TraceSetup {
   CodeReader code;
   bool pt = false;               // Intel PT can be recorded here
   std::string pt_unavailable;    // why not
-  // TEST ONLY (branchstub --test-*; refused unless BRANCHSTUB_TEST_ONLY=1 is set): BTS and PT
-  // read from files a test writes as the kernel would, instead of a perf event.
-  std::string test_bts_ring;
-  std::string test_pt_aux;
-  uint64_t test_patch_ring = 0;  // bytes of the block-patching ring (0: its default)
+  // BTS and PT from elsewhere than perf events, and the patch ring's size: only the test build
+  // of the server sets it (backend/btrace/trace_feeds.h); null: the hardware, as always.
+  std::shared_ptr<TraceFeeds> feeds;
 };
 
 struct PtData {

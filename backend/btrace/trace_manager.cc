@@ -53,7 +53,7 @@ Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
 
 Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
   Result<std::unique_ptr<PerfPtSource>> pt = Error{ENODEV, ""};
-  if (!setup_.test_pt_aux.empty()) pt = PerfPtSource::open_aux_file(setup_.test_pt_aux);
+  if (setup_.feeds && setup_.feeds->serves_pt()) pt = setup_.feeds->open_pt(tid);
   else if (!setup_.pt) return Error{ENODEV, setup_.pt_unavailable.empty() ? "Intel PT is not available here." : setup_.pt_unavailable};
   else pt = PerfPtSource::open(tid, pt_buffer_size_);
   if (!pt) return pt.error();
@@ -64,8 +64,8 @@ Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
 
 Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {
   if (preferred_ == TraceSource::PerfBts || preferred_ == TraceSource::Auto) {
-    auto perf = setup_.test_bts_ring.empty() ? PerfBtsSource::open(tid, buffer_size_)
-                                             : PerfBtsSource::open_ring_file(setup_.test_bts_ring);
+    auto perf = setup_.feeds && setup_.feeds->serves_bts() ? setup_.feeds->open_bts(tid)
+                                                           : PerfBtsSource::open(tid, buffer_size_);
     if (perf) {
       trace.kind = Kind::PerfBts;
       trace.perf = std::move(*perf);
@@ -188,8 +188,7 @@ std::string TraceManager::source_name() const {
 
 std::vector<std::string> TraceManager::explain() const {
   std::vector<std::string> out;
-  bool test = !setup_.test_bts_ring.empty() || !setup_.test_pt_aux.empty();
-  if (test) out.push_back("TEST ONLY: BTS/PT data is read from files a test writes, not from the hardware.");
+  if (std::string fed = setup_.feeds ? setup_.feeds->status_line() : ""; !fed.empty()) out.push_back(fed);
   bool any = !threads_.empty();
   bool uses_bts = any && last_kind_ == Kind::PerfBts, uses_soft = any && last_kind_ == Kind::Software;
   bool uses_lbr = any && last_kind_ == Kind::Lbr;
@@ -220,7 +219,7 @@ std::vector<std::string> TraceManager::explain() const {
   }
   // PT
   if (any && last_kind_ == Kind::Pt) out.push_back("pt: used (record btrace pt).");
-  else if (setup_.pt || !setup_.test_pt_aux.empty()) out.push_back("pt: available: GDB's 'record btrace pt' uses it.");
+  else if (setup_.pt || (setup_.feeds && setup_.feeds->serves_pt())) out.push_back("pt: available: GDB's 'record btrace pt' uses it.");
   else out.push_back("pt: not available: " + (setup_.pt_unavailable.empty() ? std::string("no intel_pt PMU") : setup_.pt_unavailable));
   // software
   if (uses_soft && preferred_ != TraceSource::Software)

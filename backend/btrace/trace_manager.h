@@ -17,6 +17,7 @@
 #include "backend/btrace/perf/perf_bts.h"
 #include "backend/btrace/perf/perf_pt.h"
 #include "backend/btrace/branch_tracer.h"
+#include "backend/btrace/trace_feeds.h"
 
 namespace backend {
 
@@ -74,7 +75,7 @@ class TraceManager : public BranchTracer {
   void thread_created(pid_t tid);
   // --btrace-source=patch: what block patching did so far (a line of explain()).
   void set_patch_status(std::string line) { patch_status_ = std::move(line); }
-  uint64_t patch_ring_bytes() const { return setup_.test_patch_ring; }
+  uint64_t patch_ring_bytes() const { return setup_.feeds ? setup_.feeds->patch_ring_bytes() : 0; }
 
  private:
   enum class Kind { Software, PerfBts, Lbr, Pt };

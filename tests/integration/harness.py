@@ -5,6 +5,9 @@ Environment:
   BRANCHSTUB_BUILD   build directory (default /work/main/build); inferiors in <build>/inferiors
   BRANCHSTUB_SERVER  server binary (default <build>/server/branchstub); /usr/bin/gdbserver works
                      for every test not marked branchstub_only.
+  BRANCHSTUB_TEST_SERVER  the test build of the server (default <build>/tests/branchstub-testfeeds):
+                     branchstub plus the TEST ONLY --test-* options (tests/support), which the
+                     shipped binary does not have; Server() runs it for a test that passes one.
   BRANCHSTUB_SERVER_ARGS  options put first on every server command line (space-separated),
                      e.g. "--btrace-source=patch" to run the btrace tests on that source; one
                      a test gives itself (same --name) wins.
@@ -28,6 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("BRANCHSTUB_BUILD", os.path.join(REPO, "build"))
 SERVER = os.environ.get("BRANCHSTUB_SERVER", os.path.join(BUILD, "server", "branchstub"))
 IS_GDBSERVER = "gdbserver" in os.path.basename(SERVER)
+TEST_SERVER = os.environ.get("BRANCHSTUB_TEST_SERVER", os.path.join(BUILD, "tests", "branchstub-testfeeds"))
 GDBSERVER = shutil.which("gdbserver") or "/usr/bin/gdbserver"
 GDB = shutil.which("gdb") or "/usr/bin/gdb"
 LLDB = os.environ.get("BRANCHSTUB_LLDB") or shutil.which("lldb-16") or "/usr/bin/lldb-16"
@@ -273,12 +277,18 @@ def _extra_server_args(binary, args):
             if a.split("=", 1)[0] not in given]
 
 
+def needs_test_server(args):
+    """Whether a server command line passes a TEST ONLY option (only the test build has them)."""
+    return any(a.startswith("--test-") for a in args)
+
+
 class Server:
     """One server process. `args` are the server's arguments with the string "{COMM}"
-    standing for the HOST:PORT argument, e.g. ["--once", "{COMM}", prog]."""
+    standing for the HOST:PORT argument, e.g. ["--once", "{COMM}", prog]. With a TEST ONLY
+    --test-* option among them, the test build of the server runs (TEST_SERVER)."""
 
     def __init__(self, args, binary=None, host="127.0.0.1", env=None, stdin=None, cwd=None):
-        self.binary = binary or SERVER
+        self.binary = binary or (TEST_SERVER if needs_test_server(args) else SERVER)
         self.port = None
         self.proc = None
         last = ""

@@ -1,5 +1,5 @@
-"""TEST ONLY branch data for branchstub's --test-bts-ring, --test-lbr-snapshots and
---test-pt-aux (which it accepts only with BRANCHSTUB_TEST_ONLY=1): what the kernel or the
+"""TEST ONLY branch data for the test build of the server's --test-bts-ring, --test-lbr-snapshots
+and --test-pt-aux (tests/support; the shipped branchstub has no such options): what the kernel or the
 msr_helper module would have given on hardware with BTS, LBR or PT, built from the
 single-step truth of a test inferior (truth.py). Written independently of the server's readers
 (from the perf ABI: include/uapi/linux/perf_event.h), so a reader bug cannot cancel out.
@@ -17,8 +17,6 @@ DATA_HEAD, DATA_OFFSET, DATA_SIZE = 1024, 1040, 1048
 AUX_HEAD, AUX_OFFSET, AUX_SIZE = 1056, 1072, 1080
 PERF_RECORD_SAMPLE = 9
 KERNEL = 0xffffffff81000000   # a kernel address (bit 63 set): the readers must drop its records
-
-TEST_ENV = dict(os.environ, BRANCHSTUB_TEST_ONLY="1")
 
 
 def branch_table(truth):

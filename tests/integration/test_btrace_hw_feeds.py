@@ -51,8 +51,7 @@ def bts_server(procs, tmp_path, truth, data_size, kernel_every=0, prog=BRANCHES,
     config = str(tmp_path / "feed.json")
     hwfeeds.bts_feed_config(config, truth, ring, data_size, kernel_every)
     hwfeeds.PerfRing(ring, data_size)        # exists (empty) when GDB enables recording
-    srv = procs.server(["--once", "--btrace-source=bts", "--test-bts-ring=" + ring, "{COMM}", prog] + list(args),
-                       env=hwfeeds.TEST_ENV)
+    srv = procs.server(["--once", "--btrace-source=bts", "--test-bts-ring=" + ring, "{COMM}", prog] + list(args))
     return srv, config
 
 
@@ -128,7 +127,7 @@ def test_bts_ring_wraps_and_a_delta_after_overflow_reads_new(procs, tmp_path):
 
 def lbr_server(procs, tmp_path, snapshots):
     return procs.server(["--once", "--btrace-source=lbr", "--test-lbr-snapshots=" + snapshots,
-                         "{COMM}", BPLOOP, str(LOOPS)], env=hwfeeds.TEST_ENV)
+                         "{COMM}", BPLOOP, str(LOOPS)])
 
 
 @pytest.mark.parametrize("count", [True, False], ids=["counted", "fitted"])

@@ -5,7 +5,6 @@ same region under both sources are compared line by line, in scenarios that stop
 patched code (breakpoints, single steps, memory reads), fill the ring, fork, and take signals.
 Each patch run also shows, in `monitor btrace status`, that branches really came from the ring
 in the program (not from a stop per block)."""
-import os
 import re
 import warnings
 
@@ -19,12 +18,10 @@ HISTORY = ["set record function-call-history-size unlimited",
            "set record instruction-history-size unlimited",
            "set record btrace bts buffer-size 16777216"]
 LISTINGS = ["info record", "record instruction-history /r", "record function-call-history /ilc"]
-TEST_ENV = dict(os.environ, BRANCHSTUB_TEST_ONLY="1")
 
 
-def session(procs, source, prog, args, cmds, server_args=(), env=None, timeout=180):
-    srv = procs.server(["--btrace-source=" + source] + list(server_args) + ["--once", "{COMM}", prog] + list(args),
-                       env=env)
+def session(procs, source, prog, args, cmds, server_args=(), timeout=180):
+    srv = procs.server(["--btrace-source=" + source] + list(server_args) + ["--once", "{COMM}", prog] + list(args))
     r = gdb_remote(srv, HISTORY + list(cmds) + ["monitor btrace status", "kill"], prog=prog, timeout=timeout)
     return r.out
 
@@ -122,7 +119,7 @@ def test_ring_full_traps_and_drains(procs):
     back, in order."""
     prog = inferior("bploop")
     cmds = ["break hit", "continue", "delete", "record btrace", "tbreak loop_done", "continue"] + LISTINGS
-    soft, patch = compare(procs, prog, ["3000"], cmds, server_args=["--test-patch-ring=4096"], env=TEST_ENV)
+    soft, patch = compare(procs, prog, ["3000"], cmds, server_args=["--test-patch-ring=4096"])
     st = ring_branches(patch)
     assert st["full"] > 3, st
 
@@ -382,7 +379,7 @@ def test_threads_same_history_as_software(procs, ring):
         cmds += ["thread %d" % n, "echo ==T%d info==\\n" % n, "info record",
                  "echo ==T%d insn==\\n" % n, "record instruction-history /r",
                  "echo ==T%d calls==\\n" % n, "record function-call-history /ilc", "echo ==END==\\n"]
-    kw = dict(server_args=["--test-patch-ring=%d" % ring], env=TEST_ENV) if ring else {}
+    kw = dict(server_args=["--test-patch-ring=%d" % ring]) if ring else {}
     soft, patch = compare_threads(procs, prog, ["400" if ring else "40"], cmds, **kw)
     st = ring_branches(patch)
     assert "off:" not in re.search(r"patch: .*", patch).group(0), patch[-2000:]

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from randprog import generate
-from test_btrace_patch import REGION, TEST_ENV, compare, ring_branches
+from test_btrace_patch import REGION, compare, ring_branches
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -36,7 +36,7 @@ def test_random_program_same_history(procs, tmp_path, seed):
     subprocess.run(["gcc", "-g", opt, "-fno-omit-frame-pointer", "-w", "-o", prog, str(src)],
                    check=True, timeout=60)
     small_ring = seed % 4 == 0
-    kw = dict(server_args=["--test-patch-ring=4096"], env=TEST_ENV) if small_ring else {}
+    kw = dict(server_args=["--test-patch-ring=4096"]) if small_ring else {}
     soft, patch = compare(procs, prog, [], REGION, **kw)
     st = ring_branches(patch)
     assert st["patched"] > 0 and st["ring"] > 0, (seed, opt, st)

@@ -99,7 +99,7 @@ def pt_session(procs, tmp_path, truth, prog, args, aux_size, psb_every, start, e
     hwfeeds.AuxRing(aux, aux_size)          # the mapping exists, empty, when recording starts
     config = str(tmp_path / "pt.json")
     hwfeeds.pt_feed_config(config, truth, str(tmp_path), aux, aux_size, TOOL, psb_every)
-    srv = procs.server(["--once", "--test-pt-aux=" + aux, "{COMM}", prog] + list(args), env=hwfeeds.TEST_ENV)
+    srv = procs.server(["--once", "--test-pt-aux=" + aux, "{COMM}", prog] + list(args))
     r = gdb_remote(srv, hwfeeds.gdb_pt_feed(config) + [
         "break " + start, "continue",
         "maint packet qSupported:multiprocess+;swbreak+;hwbreak+",
@@ -140,7 +140,7 @@ def test_gdb_record_btrace_pt_on_the_served_stream_equals_the_truth(procs, tmp_p
     hwfeeds.AuxRing(aux, 0x4000)                # GDB's default PT buffer size
     config = str(tmp_path / "pt.json")
     hwfeeds.pt_feed_config(config, t, str(tmp_path), aux, 0x4000, TOOL)
-    srv = procs.server(["--once", "--test-pt-aux=" + aux, "{COMM}", BRANCHES], env=hwfeeds.TEST_ENV)
+    srv = procs.server(["--once", "--test-pt-aux=" + aux, "{COMM}", BRANCHES])
     r = gdb_remote(srv, HISTORY + hwfeeds.gdb_pt_feed(config) + [
         "break trace_begin", "continue", "record btrace pt", "break trace_end", "continue",
         "python pt_feed.write()",

@@ -1,7 +1,7 @@
 """The command line and start-up messages, as gdbserver's (GDB's testsuite waits for these
 exact words): unknown options, hosts that do not resolve, COMM --attach PID, a program name
-relative to the current directory, the stdio transport's message, --selftest, and the
-inferior's working directory with a tilde."""
+relative to the current directory, the stdio transport's message, --selftest, the TEST ONLY
+options that only the test build has, and the inferior's working directory with a tilde."""
 import os
 import re
 import subprocess
@@ -29,6 +29,17 @@ def test_unknown_option_is_refused(procs):
     rc, err = run_server(procs, ["--once", "--no-such-option", "127.0.0.1:%d" % free_port(), BASIC])
     assert rc == 1, err
     assert err == "Unknown argument: --no-such-option\n", err
+
+
+@pytest.mark.branchstub_only
+@pytest.mark.parametrize("option", ["--test-bts-ring=/tmp/ring", "--test-singleblock"])
+def test_shipped_binary_has_no_test_feeds(procs, option):
+    """The TEST ONLY options exist only in the test build (tests/support): the shipped binary
+    refuses them as it refuses any option it does not know, whatever the environment says."""
+    rc, err = run_server(procs, ["--once", option, "127.0.0.1:%d" % free_port(), BASIC],
+                         env=dict(os.environ, BRANCHSTUB_TEST_ONLY="1"))
+    assert rc == 1, err
+    assert err == "Unknown argument: %s\n" % option, err
 
 
 @pytest.mark.parametrize("host", ["tcp8:123", "udp123:::", "garbage"])

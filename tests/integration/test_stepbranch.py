@@ -52,16 +52,16 @@ def steps(out):
     return res
 
 
-# TEST ONLY: PTRACE_SINGLEBLOCK whatever the probe says (see docs/btrace.md). Where BTF works
+# TEST ONLY (the test build of the server, tests/support): PTRACE_SINGLEBLOCK whatever the probe
+# says (see docs/btrace.md). Where BTF works
 # this is the real single-block path; where the hypervisor ignores BTF every block step stops
 # after one instruction and the classifier must hand the stepbranch to the software mechanism.
-FORCED_SINGLEBLOCK = (["--test-singleblock"], dict(os.environ, BRANCHSTUB_TEST_ONLY="1"))
-MECHANISMS = [pytest.param(((), None), id="auto"), pytest.param(FORCED_SINGLEBLOCK, id="forced-singleblock")]
+FORCED_SINGLEBLOCK = ["--test-singleblock"]
+MECHANISMS = [pytest.param((), id="auto"), pytest.param(FORCED_SINGLEBLOCK, id="forced-singleblock")]
 
 
-def run_gdb_py(procs, prog, body, pre=(), timeout=120, mechanism=((), None)):
-    opts, env = mechanism
-    srv = procs.server(["--once"] + list(opts) + ["{COMM}", prog], env=env)
+def run_gdb_py(procs, prog, body, pre=(), timeout=120, mechanism=()):
+    srv = procs.server(["--once"] + list(mechanism) + ["{COMM}", prog])
     script = driver() + "\n" + body
     return gdb_remote(srv, ["set breakpoint always-inserted on"] + list(pre), prog=prog,
                       pyscript=script, timeout=timeout)

@@ -1,7 +1,8 @@
 // Where LBR windows come from, for `--btrace-source=lbr` and `monitor lbr`: the msr_helper
 // device (one handle for the whole server: the module ties a thread's attachment to the handle
-// that attached it, so a second handle would get EEXIST), or, TEST ONLY, a file of snapshots.
-// And how consecutive windows are stitched into one history.
+// that attached it, so a second handle would get EEXIST), or any other LbrFeed the server is
+// given (the test build's replayed snapshots, tests/support). And how consecutive windows are
+// stitched into one history.
 #pragma once
 
 #include <linux/perf_event.h>
@@ -72,28 +73,6 @@ class DeviceLbrFeed final : public LbrFeed {
   std::string counter_missing_;          // why there are none (status line)
   uint32_t depth_ = 0;
   bool simulated_ = false;
-};
-
-// TEST ONLY (branchstub --test-lbr-snapshots=FILE): snapshots read from a file and handed out
-// at the stops whose pc matches, in order. The file:
-//   depth N
-//   snap IP [taken=N] FROM:TO FROM:TO ...   (hex; entries newest first, as the module gives
-//                                            them; taken= the counter's total, decimal)
-class ReplayLbrFeed final : public LbrFeed {
- public:
-  static Result<std::shared_ptr<ReplayLbrFeed>> load(const std::string& path);
-  Result<void> arm(pid_t tid) override;
-  void release(pid_t tid) override { armed_.erase(tid); }
-  bool armed(pid_t tid) const override { return armed_.count(tid) != 0; }
-  Result<LbrWindow> window(pid_t tid, uint64_t pc) override;
-  std::string name() const override { return "TEST replay of " + path_; }
-
- private:
-  std::string path_;
-  std::vector<LbrWindow> snapshots_;
-  size_t next_ = 0;     // the next snapshot not handed out
-  size_t current_ = 0;  // snapshots handed out so far
-  std::set<pid_t> armed_;
 };
 
 // Why the LBR source cannot be used, from the error of opening the device and the CPU: the

@@ -1,8 +1,6 @@
 #include "backend/btrace/perf/perf_bts.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -191,30 +189,16 @@ Result<std::unique_ptr<PerfBtsSource>> PerfBtsSource::open(pid_t tid, uint64_t s
     map_err = m.error().code;
   }
   if (!map.data()) return Error{map_err, std::string("Failed to map trace buffer: ") + std::strerror(map_err) + "."};
-  std::unique_ptr<PerfBtsSource> src(new PerfBtsSource());
-  src->event_ = std::move(*event);
-  src->map_ = std::move(map);
-  src->ring_ = std::make_unique<PerfBtsRing>(std::span<const uint8_t>(src->map_.data(), src->map_.size()), page,
-                                             kernel_text_start());
-  return src;
+  return over(std::move(map), page, kernel_text_start(), std::move(*event));
 }
 
-Result<std::unique_ptr<PerfBtsSource>> PerfBtsSource::open_ring_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{errno, "TEST ring file " + path + ": " + std::strerror(errno)};
-  struct stat st{};
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < 2 * page) {
-    ::close(fd);
-    return Error{EINVAL, "TEST ring file " + path + ": needs a header page and at least one data page"};
-  }
-  auto m = Mapping::map(fd, static_cast<size_t>(st.st_size), PROT_READ);
-  ::close(fd);  // the mapping stays
-  if (!m) return Error{m.error().code, "TEST ring file " + path + ": mmap: " + std::strerror(m.error().code)};
+std::unique_ptr<PerfBtsSource> PerfBtsSource::over(Mapping map, size_t page_size, uint64_t kernel_start,
+                                                    PerfEvent event) {
   std::unique_ptr<PerfBtsSource> src(new PerfBtsSource());
-  src->map_ = std::move(*m);
-  // Kernel addresses: the bit-63 rule (as with kallsyms hidden), so the file decides alone.
-  src->ring_ = std::make_unique<PerfBtsRing>(std::span<const uint8_t>(src->map_.data(), src->map_.size()), page, 0);
+  src->event_ = std::move(event);
+  src->map_ = std::move(map);
+  src->ring_ = std::make_unique<PerfBtsRing>(std::span<const uint8_t>(src->map_.data(), src->map_.size()), page_size,
+                                             kernel_start);
   return src;
 }
 

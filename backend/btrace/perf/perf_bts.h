@@ -66,10 +66,12 @@ class PerfBtsSource {
   // size_bytes is the requested buffer size (Qbtrace-conf:bts:size); the mapping is a power of
   // two pages, halved until mmap succeeds.
   static Result<std::unique_ptr<PerfBtsSource>> open(pid_t tid, uint64_t size_bytes);
-  // TEST ONLY (branchstub --test-bts-ring): the mapping is `path`, a file laid out like the
-  // perf mmap (header page, then the data area at data_offset/data_size) that a test writes
-  // as the kernel would. Nothing else differs from a live recording.
-  static Result<std::unique_ptr<PerfBtsSource>> open_ring_file(const std::string& path);
+  // A source over `map`, laid out like the perf mmap (header page, then the data area at
+  // data_offset/data_size), whose records PerfBtsRing reads with `kernel_start`; `event` is the
+  // perf event that fills it (open() passes its own), or none when something else writes it
+  // (the test feeds, tests/support).
+  static std::unique_ptr<PerfBtsSource> over(Mapping map, size_t page_size, uint64_t kernel_start,
+                                             PerfEvent event = {});
   ~PerfBtsSource();
   PerfBtsSource(const PerfBtsSource&) = delete;
   PerfBtsSource& operator=(const PerfBtsSource&) = delete;

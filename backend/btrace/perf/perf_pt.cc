@@ -1,8 +1,6 @@
 #include "backend/btrace/perf/perf_pt.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -125,40 +123,15 @@ Result<std::unique_ptr<PerfPtSource>> PerfPtSource::open(pid_t tid, uint64_t siz
     map_err = m.error().code;
   }
   if (!aux.data()) return Error{map_err, std::string("Failed to map trace buffer: ") + std::strerror(map_err) + "."};
-  std::unique_ptr<PerfPtSource> src(new PerfPtSource());
-  src->event_ = std::move(*event);
-  src->user_page_ = std::move(*user);
-  src->aux_ = std::move(aux);
-  src->ring_ = std::make_unique<PtAuxRing>(header, std::span<const uint8_t>(src->aux_.data(), src->aux_.size()));
-  return src;
+  return over(std::move(*user), std::move(aux), std::move(*event));
 }
 
-Result<std::unique_ptr<PerfPtSource>> PerfPtSource::open_aux_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{errno, "TEST aux file " + path + ": " + std::strerror(errno)};
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < page) {
-    ::close(fd);
-    return Error{EINVAL, "TEST aux file " + path + ": shorter than the user page"};
-  }
-  auto user = Mapping::map(fd, page, PROT_READ);
-  if (!user) {
-    ::close(fd);
-    return Error{user.error().code, "TEST aux file " + path + ": mmap failed"};
-  }
-  const auto* header = reinterpret_cast<const perf_event_mmap_page*>(user->data());
-  uint64_t off = header->aux_offset, size = header->aux_size;
-  if (size == 0 || off % page != 0 || off + size > static_cast<uint64_t>(st.st_size)) {
-    ::close(fd);
-    return Error{EINVAL, "TEST aux file " + path + ": aux_offset/aux_size do not describe an area inside the file"};
-  }
-  auto aux = Mapping::map(fd, size, PROT_READ, static_cast<off_t>(off));
-  ::close(fd);
-  if (!aux) return Error{aux.error().code, "TEST aux file " + path + ": mmap of the AUX area failed"};
+std::unique_ptr<PerfPtSource> PerfPtSource::over(Mapping user_page, Mapping aux, PerfEvent event) {
   std::unique_ptr<PerfPtSource> src(new PerfPtSource());
-  src->user_page_ = std::move(*user);
-  src->aux_ = std::move(*aux);
+  src->event_ = std::move(event);
+  src->user_page_ = std::move(user_page);
+  src->aux_ = std::move(aux);
+  const auto* header = reinterpret_cast<const perf_event_mmap_page*>(src->user_page_.data());
   src->ring_ = std::make_unique<PtAuxRing>(header, std::span<const uint8_t>(src->aux_.data(), src->aux_.size()));
   return src;
 }

@@ -65,10 +65,10 @@ class PerfPtSource {
   // size_bytes: Qbtrace-conf:pt:size (GDB's default 16 KiB); a power of two of pages, halved
   // until the AUX mmap succeeds.
   static Result<std::unique_ptr<PerfPtSource>> open(pid_t tid, uint64_t size_bytes);
-  // TEST ONLY (branchstub --test-pt-aux): `path` is laid out like the perf mapping, the user
-  // page first (aux_offset, aux_size, aux_head filled in by the test), the AUX area at
-  // aux_offset. Nothing else differs from a live recording.
-  static Result<std::unique_ptr<PerfPtSource>> open_aux_file(const std::string& path);
+  // A source over `user_page` (struct perf_event_mmap_page: aux_head is read from it) and
+  // `aux`, the AUX area; `event` is the perf event that fills them (open() passes its own), or
+  // none when something else writes them (the test feeds, tests/support).
+  static std::unique_ptr<PerfPtSource> over(Mapping user_page, Mapping aux, PerfEvent event = {});
   ~PerfPtSource();
   PerfPtSource(const PerfPtSource&) = delete;
   PerfPtSource& operator=(const PerfPtSource&) = delete;

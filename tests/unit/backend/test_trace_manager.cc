@@ -7,6 +7,7 @@
 
 #include "backend/btrace/trace_manager.h"
 #include "backend/btrace/blocks.h"
+#include "tests/support/file_trace_feeds.h"
 #include "tests/unit/backend/trace_blocks_util.h"
 
 using namespace backend;
@@ -350,7 +351,8 @@ TEST_CASE("auto keeps why perf BTS was refused and says which source it chose", 
   setup.lbr_unavailable = "msr_helper: not loaded (/dev/msr_helper: No such file or directory)";
   setup.pt_unavailable = "Failed to open /sys/bus/event_source/devices/intel_pt/type (No such file or directory).  "
                          "Your system does not support Intel PT.";
-  setup.test_bts_ring = "/nonexistent/ring";  // a ring that cannot open: auto must fall back and say why
+  // A ring that cannot open: auto must fall back and say why.
+  setup.feeds = std::make_shared<test_support::FileTraceFeeds>("/nonexistent/ring", "", 0);
   automatic.configure(setup);
   REQUIRE(automatic.enable(getpid()).ok());
   CHECK(automatic.software_traced(getpid()));
