@@ -31,20 +31,20 @@ std::optional<ResumeAction> parse_action(string_view text) {
     case 's':
     case 't':
       if (!rest.empty()) return std::nullopt;
-      a.kind = op == 'c' ? ResumeKind::Continue : op == 's' ? ResumeKind::Step : ResumeKind::Stop;
+      a.op = op == 'c' ? VContOp::Continue : op == 's' ? VContOp::Step : VContOp::Stop;
       return a;
     case 'C':
     case 'S': {
       auto sig = hex_int(rest);
       if (!sig || *sig > 0xff) return std::nullopt;
-      a.kind = op == 'C' ? ResumeKind::Continue : ResumeKind::Step;
+      a.op = op == 'C' ? VContOp::Continue : VContOp::Step;
       a.gdb_signal = *sig;
       return a;
     }
     case 'r': {
       auto range = addr_len(rest);
       if (!range) return std::nullopt;
-      a.kind = ResumeKind::RangeStep;
+      a.op = VContOp::RangeStep;
       a.range_start = range->first;
       a.range_end = range->second;
       return a;
@@ -69,7 +69,7 @@ Request p_vcont(string_view args) {
 // c[addr], s[addr], Csig[;addr], Ssig[;addr].
 Request p_legacy(char op, string_view args) {
   LegacyResume r;
-  r.action.kind = (op == 'c' || op == 'C') ? ResumeKind::Continue : ResumeKind::Step;
+  r.action.op = (op == 'c' || op == 'C') ? VContOp::Continue : VContOp::Step;
   string_view addr = args;
   if (op == 'C' || op == 'S') {
     auto semi = args.find(';');

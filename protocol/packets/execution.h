@@ -12,9 +12,11 @@
 
 namespace protocol {
 
-enum class ResumeKind { Continue, Step, RangeStep, Stop };
+// A vCont action as the wire spells it (C and S are c and s with a signal); the server turns it
+// into the backend's ResumeKind.
+enum class VContOp : char { Continue = 'c', Step = 's', RangeStep = 'r', Stop = 't' };
 struct ResumeAction {
-  ResumeKind kind = ResumeKind::Continue;
+  VContOp op = VContOp::Continue;
   int gdb_signal = 0;            // C/S signal in GDB numbering, 0 = none
   uint64_t range_start = 0;      // r start (inclusive)
   uint64_t range_end = 0;        // r end (exclusive)

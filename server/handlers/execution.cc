@@ -11,11 +11,11 @@ namespace {
 
 backend::ResumeAction to_backend(const Session& s, const protocol::ResumeAction& a) {
   backend::ResumeAction out;
-  switch (a.kind) {
-    case protocol::ResumeKind::Continue: out.kind = backend::ResumeKind::Continue; break;
-    case protocol::ResumeKind::Step: out.kind = backend::ResumeKind::Step; break;
-    case protocol::ResumeKind::RangeStep: out.kind = backend::ResumeKind::RangeStep; break;
-    case protocol::ResumeKind::Stop: out.kind = backend::ResumeKind::Stop; break;
+  switch (a.op) {
+    case protocol::VContOp::Continue: out.kind = backend::ResumeKind::Continue; break;
+    case protocol::VContOp::Step: out.kind = backend::ResumeKind::Step; break;
+    case protocol::VContOp::RangeStep: out.kind = backend::ResumeKind::RangeStep; break;
+    case protocol::VContOp::Stop: out.kind = backend::ResumeKind::Stop; break;
   }
   out.signo = s.host_signal(a.gdb_signal);
   out.range_start = a.range_start;
@@ -148,7 +148,7 @@ Reply handle(Session& s, const LegacyResume& r) {
     if (auto w = p->write_registers(tid, *regs); !w) return error_reply(w.error());
   }
   backend::ResumePlan plan;
-  if (r.action.kind == protocol::ResumeKind::Step) plan.threads[tid] = to_backend(s, r.action);
+  if (r.action.op == protocol::VContOp::Step) plan.threads[tid] = to_backend(s, r.action);
   else plan.others = to_backend(s, r.action);
   return start_resume(s, Plans{{p, plan}});
 }

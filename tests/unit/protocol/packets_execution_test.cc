@@ -11,18 +11,18 @@ TEST_CASE("vCont and legacy resume", "[packets][execution]") {
   as<VContQuery>("vCont?");
   auto v = as<VCont>("vCont;c:p1.-1;s:p1.2;r1000,2000:p1.2;C05;S0b;t");
   REQUIRE(v.actions.size() == 6);
-  CHECK(v.actions[0].kind == ResumeKind::Continue);
+  CHECK(v.actions[0].op == VContOp::Continue);
   CHECK(v.actions[0].thread == ThreadId{1, -1});
-  CHECK(v.actions[1].kind == ResumeKind::Step);
+  CHECK(v.actions[1].op == VContOp::Step);
   CHECK(v.actions[1].thread == ThreadId{1, 2});
-  CHECK(v.actions[2].kind == ResumeKind::RangeStep);
+  CHECK(v.actions[2].op == VContOp::RangeStep);
   CHECK(v.actions[2].range_start == 0x1000u);
   CHECK(v.actions[2].range_end == 0x2000u);
   CHECK(v.actions[3].gdb_signal == 5);
   CHECK_FALSE(v.actions[3].thread);
-  CHECK(v.actions[4].kind == ResumeKind::Step);
+  CHECK(v.actions[4].op == VContOp::Step);
   CHECK(v.actions[4].gdb_signal == 0xb);
-  CHECK(v.actions[5].kind == ResumeKind::Stop);
+  CHECK(v.actions[5].op == VContOp::Stop);
   CHECK(as<VCont>("vCont;C0b:p2.3").actions[0].thread == ThreadId{2, 3});
   CHECK(malformed("vCont;"));
   CHECK(malformed("vCont"));
@@ -36,21 +36,21 @@ TEST_CASE("vCont and legacy resume", "[packets][execution]") {
   // vCont;t (non-stop): stop one thread, or every thread of a process.
   auto t = as<VCont>("vCont;t:p1a.1b");
   REQUIRE(t.actions.size() == 1);
-  CHECK(t.actions[0].kind == ResumeKind::Stop);
+  CHECK(t.actions[0].op == VContOp::Stop);
   CHECK(t.actions[0].thread == ThreadId{0x1a, 0x1b});
   CHECK(as<VCont>("vCont;t:p1a.-1").actions[0].thread == ThreadId{0x1a, -1});
   CHECK(malformed("vCont;t01"));
 
   auto c = as<LegacyResume>("c");
-  CHECK(c.action.kind == ResumeKind::Continue);
+  CHECK(c.action.op == VContOp::Continue);
   CHECK_FALSE(c.addr);
   CHECK(as<LegacyResume>("c400000").addr == 0x400000u);
   auto s = as<LegacyResume>("S0b;1234");
-  CHECK(s.action.kind == ResumeKind::Step);
+  CHECK(s.action.op == VContOp::Step);
   CHECK(s.action.gdb_signal == 0xb);
   CHECK(s.addr == 0x1234u);
   CHECK(as<LegacyResume>("C05").action.gdb_signal == 5);
-  CHECK(as<LegacyResume>("s").action.kind == ResumeKind::Step);
+  CHECK(as<LegacyResume>("s").action.op == VContOp::Step);
   CHECK(malformed("Cxx"));
 }
 
