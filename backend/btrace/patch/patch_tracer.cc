@@ -167,6 +167,12 @@ bool PatchTracer::release(pid_t tid) {
   return ok;
 }
 
+bool PatchTracer::in_areas(uint64_t addr) const {
+  for (const auto& [lo, hi] : areas())
+    if (addr >= lo && addr < hi) return true;
+  return false;
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   if (ready_ && data_) out.emplace_back(data_, data_ + data_size_);

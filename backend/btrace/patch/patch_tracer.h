@@ -73,6 +73,7 @@ class PatchTracer {
     uint64_t ring_full = 0;       // guard-page traps
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
+    uint64_t stale_step_traps = 0;  // single-step traps on our own code, dropped
     uint64_t installs = 0;        // times the patches were written back (one per free run)
     uint64_t translated = 0;      // short blocks run from a translation
     uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
@@ -110,6 +111,8 @@ class PatchTracer {
   bool release(pid_t tid);
   // [start, end) of every area mapped in the program now (the data page first, then the table).
   std::vector<std::pair<uint64_t, uint64_t>> areas() const;
+  // Whether addr lies in one of the areas above.
+  bool in_areas(uint64_t addr) const;
   // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of

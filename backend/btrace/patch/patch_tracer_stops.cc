@@ -142,6 +142,16 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
       ++stats_.misses;
       return StopKind::Miss;
     }
+    // A single-step trap on an instruction of our own areas is stale: nothing steps through
+    // stub code but normalize() and the syscall injector, which take their traps themselves,
+    // and a client's step starts from the original code. Seen rarely on a forking or
+    // multi-threaded program under load (a kernel TRAP_TRACE delivered after the thread was
+    // continued); the thread goes on as it was.
+    siginfo_t si{};
+    if (::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si) == 0 && si.si_code == TRAP_TRACE && in_areas(regs.rip)) {
+      ++stats_.stale_step_traps;
+      return StopKind::Consumed;
+    }
     return StopKind::None;
   }
   if (sig == SIGSEGV) {
