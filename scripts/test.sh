@@ -42,6 +42,8 @@ fuzz_seconds=${FUZZ_SECONDS:-60}
 
 passed=()
 failed=()
+failed_why=()
+stage_logs=$(mktemp -d "${TMPDIR:-/tmp}/branchstub-test.XXXXXX")
 skipped=()
 stage_no=0
 start_all=$SECONDS
@@ -59,11 +61,13 @@ run_stage() {
   local name=$1 limit=$2; shift 2
   header "$name"
   echo "+ $*"
-  local t0=$SECONDS rc
+  local t0=$SECONDS rc log=$stage_logs/stage-$stage_no.log
+  # The output goes to the terminal and to a log, so the summary can name what failed
+  # (CI shows only the tail of a run).
   if [[ $limit -gt 0 ]]; then
-    timeout --kill-after=10 "$limit" "$@"; rc=$?
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
   else
-    "$@"; rc=$?
+    "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
   fi
   local dt=$((SECONDS - t0))
   if [[ $rc -eq 0 ]]; then
@@ -74,6 +78,13 @@ run_stage() {
     echo "-- $name: FAILED: timed out after ${limit}s"; failed+=("$name (timeout)")
   else
     echo "-- $name: FAILED (exit $rc, ${dt}s)"; failed+=("$name")
+  fi
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    # pytest's "FAILED file::test", ctest's "(Failed)", DejaGnu's "FAIL:", a compiler error.
+    local why
+    why=$(grep -E '^(FAILED|ERROR) |\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)|^FAIL: |error: ' "$log" \
+          | head -n 12 | sed 's/^/      /')
+    [[ -n $why ]] && failed_why+=("$name:"$'\n'"$why")
   fi
   return $rc
 }
@@ -158,5 +169,9 @@ echo "================================================================"
 for s in "${passed[@]}";  do echo "  passed:  $s"; done
 for s in "${failed[@]}";  do echo "  FAILED:  $s"; done
 for s in "${skipped[@]}"; do echo "  skipped: $s"; done
+if [[ ${#failed_why[@]} -gt 0 ]]; then
+  echo "  what failed (first lines of each failed stage; logs in $stage_logs):"
+  for s in "${failed_why[@]}"; do echo "    $s"; done
+fi
 echo "${#passed[@]} passed, ${#failed[@]} failed"
 [[ ${#failed[@]} -eq 0 ]]
