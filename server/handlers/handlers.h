@@ -87,6 +87,7 @@ Reply handle(Session&, const FilePwrite&);
 Reply handle(Session&, const FileFstat&);
 Reply handle(Session&, const FileUnlink&);
 Reply handle(Session&, const FileReadlink&);
+Reply handle(Session&, const FileStat&);
 
 // btrace.cc
 Reply handle(Session&, const BtraceEnable&);
