@@ -24,7 +24,10 @@ struct Encoder {
   std::string operator()(const ThreadExitReply& exit) const { return format_thread_exit_reply(exit, d); }
   std::string operator()(const reply::NoResumed&) const { return "N"; }
   std::string operator()(const reply::Hex& h) const { return to_hex(h.bytes); }
-  std::string operator()(const reply::Binary& b) const { return escape_binary(b.bytes); }
+  std::string operator()(const reply::BinaryMemory& b) const {
+    if (d.lldb) return b.bytes.empty() ? "OK" : escape_binary(b.bytes);  // lldb-server's answers
+    return 'b' + escape_binary(b.bytes);  // gdbserver 16+ (server.cc, case 'x')
+  }
 
   std::string operator()(const reply::Registers& regs) const {
     std::string out;
@@ -84,7 +87,7 @@ std::string error_code(int err) { return fmt::format("E{:02x}", static_cast<uint
 std::string error_reply(const Dialect& d, int err, std::string_view text, ErrorForm form) {
   if (form == ErrorForm::Fixed) return error_code(err);
   if (d.lldb) return d.error_strings ? error_code(err) + ";" + to_hex(text) : error_code(err);
-  if (form == ErrorForm::Code || text.empty()) return error_code(err);
+  if (text.empty() || (form == ErrorForm::Code && !d.error_message)) return error_code(err);
   return "E." + std::string(text);
 }
 

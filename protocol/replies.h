@@ -19,7 +19,8 @@ namespace protocol {
 // How much of an error the client takes: GDB shows the text after "E."; LLDB takes "Exx" with
 // the errno, plus ";hex(text)" once it asked for error strings (QEnableErrorStrings).
 //   Text:  the reason, as far as the client takes it.
-//   Code:  GDB reads only a numeric code here (a failed memory read): "Exx" for GDB.
+//   Code:  a packet GDB read only numeric codes from before error-message (m, x, qRcmd):
+//          "Exx" for GDB, "E.text" once it offered error-message+ (GDB 16+).
 //   Fixed: "Exx" in every dialect (gdbserver's fixed answers, e.g. a qXfer offset past the end).
 enum class ErrorForm { Text, Code, Fixed };
 
@@ -40,8 +41,9 @@ struct NoResumed {};
 
 // Bytes as hex (m).
 struct Hex { std::vector<uint8_t> bytes; };
-// Bytes as binary, '}'-escaped (x).
-struct Binary { std::vector<uint8_t> bytes; };
+// The bytes an `x` read got, binary and '}'-escaped. GDB (16+) wants a 'b' before them (an
+// empty read is "b"); LLDB takes them bare, and its probe "x0,0" (nothing read) wants "OK".
+struct BinaryMemory { std::vector<uint8_t> bytes; };
 // g and p: register contents in hex, in the order given; a register the thread has no value
 // for goes out as 'x's (two per byte of its size).
 struct RegisterValue {
@@ -95,7 +97,7 @@ struct Encoded { std::string payload; };
 }  // namespace reply
 
 using Reply = std::variant<reply::NoReply, reply::Ok, reply::Unsupported, reply::Error, StopReply, ExitReply,
-                           ThreadExitReply, reply::NoResumed, reply::Hex, reply::Binary, reply::Registers,
+                           ThreadExitReply, reply::NoResumed, reply::Hex, reply::BinaryMemory, reply::Registers,
                            reply::HexNumber, reply::Features, reply::ResumeActions, reply::CurrentThread,
                            reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::XferChunk,
                            reply::ConsoleOutput, reply::FileResult, reply::FileError, reply::FileData,

@@ -221,6 +221,13 @@ TEST_CASE("encode: errors in each form", "[replies][encode]") {
   CHECK(gdb(fixed) == "E01");
   CHECK(encode(fixed, lldb_dialect(true)) == "E01");
   CHECK(gdb(reply::Error{ESRCH, ""}) == "E03");
+  // GDB that offered error-message+ takes the text from m and qRcmd too.
+  Dialect accepts = gdb_dialect();
+  accepts.error_message = true;
+  CHECK(encode(code, accepts) == "E.Cannot access memory.");
+  CHECK(encode(text, accepts) == "E.Btrace not enabled.");
+  CHECK(encode(fixed, accepts) == "E01");
+  CHECK(encode(reply::Error{ESRCH, "", ErrorForm::Code}, accepts) == "E03");
 }
 
 TEST_CASE("encode: stops, exits and thread exits", "[replies][encode]") {
@@ -242,9 +249,16 @@ TEST_CASE("encode: memory and registers", "[replies][encode]") {
   reply::Hex hex{{0x00, 0x7f, 0xff, 0x24}};
   CHECK(gdb(hex) == "007fff24");
   CHECK(lldb(hex) == "007fff24");
-  reply::Binary bin{{'a', '$', '#', '}', '*', 'z'}};
-  CHECK(gdb(bin) == "a}\x04}\x03}]}\x0az");
-  CHECK(lldb(bin) == gdb(bin));
+  // x: GDB 16+ takes 'b' + the escaped bytes (gdbserver's reply); LLDB the bytes alone.
+  reply::BinaryMemory bin{{'a', '$', '#', '}', '*', 'z'}};
+  CHECK(gdb(bin) == "ba}\x04}\x03}]}\x0az");
+  CHECK(lldb(bin) == "a}\x04}\x03}]}\x0az");
+  CHECK(encode(bin, Dialect{}) == gdb(bin));  // no qSupported seen (GDB 16.1 sends x unasked)
+  // Nothing read: "b" for GDB; LLDB's probe "x0,0" wants OK (lldb-server's answer).
+  CHECK(gdb(reply::BinaryMemory{}) == "b");
+  CHECK(lldb(reply::BinaryMemory{}) == "OK");
+  // A 'b' among the data is data: only the first byte is the marker.
+  CHECK(gdb(reply::BinaryMemory{{'b'}}) == "bb");
   CHECK(gdb(reply::Hex{}).empty());
   reply::Registers regs{{{{0x01, 0x02}, true}, {{0, 0, 0, 0}, false}, {{0xab}, true}}};
   CHECK(gdb(regs) == "0102xxxxxxxxab");
