@@ -101,6 +101,9 @@ constexpr Row kRows[] = {
     {"Qbtrace-conf:bts:size+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
     {"Qbtrace:pt+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
     {"Qbtrace-conf:pt:size+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
+    // GDB 15+: set for the next Qbtrace:pt, which turns on what the PMU has (as gdbserver 16/17).
+    {"Qbtrace-conf:pt:ptwrite+", Capability::BtracePt, always, "Qbtrace-conf:pt:ptwrite=\"no\""},
+    {"Qbtrace-conf:pt:event-tracing+", Capability::BtracePt, always, "Qbtrace-conf:pt:event-tracing=\"no\""},
     {"Qbtrace:off+", Capability::BtraceBts, always, "Qbtrace:off"},
     {"swbreak+", Capability::Base, [](const Dialect& d) { return d.swbreak; }, ""},
     {"hwbreak+", Capability::Base, [](const Dialect& d) { return d.hwbreak; }, ""},

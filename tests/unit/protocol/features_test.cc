@@ -265,7 +265,11 @@ TEST_CASE("btrace XML", "[xml][btrace]") {
   CHECK(btrace_conf_xml(0x10000, std::nullopt) ==
         "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n"
         "<bts size=\"0x10000\"/>\n</btrace-conf>\n");
-  CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\"/>") != std::string::npos);
+  // PT: the size and GDB 15's two options (btrace-conf.dtd), as the recording has them.
+  CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\" ptwrite=\"no\" event-tracing=\"no\"/>\n") !=
+        std::string::npos);
+  CHECK(btrace_conf_xml(std::nullopt, 0x4000, {true, false}).find("ptwrite=\"yes\" event-tracing=\"no\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("btrace XML: Intel PT document as gdbserver writes it", "[xml][btrace]") {
