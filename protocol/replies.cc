@@ -54,6 +54,10 @@ struct Encoder {
 
   std::string operator()(const reply::ThreadListEnd&) const { return "l"; }
   std::string operator()(const reply::Attached& a) const { return a.attached ? "1" : "0"; }
+  std::string operator()(const reply::ExecAndArgs& e) const {
+    if (e.argv.empty()) return "U";
+    return "S;" + to_hex(std::string_view(e.argv.front())) + ";" + to_hex(shell_argument_string(e.argv)) + ";";
+  }
   std::string operator()(const reply::XferChunk& x) const { return (x.last ? 'l' : 'm') + escape_binary(x.data); }
   std::string operator()(const reply::ConsoleOutput& c) const { return console_output(c.text); }
   std::string operator()(const reply::FileResult& f) const { return file_result(f.result); }
@@ -100,6 +104,24 @@ Reply xfer_reply(std::string_view document, uint64_t offset, uint64_t length) {
 
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length) {
   return encode(xfer_reply(document, offset, length), Dialect{});
+}
+
+std::string shell_argument_string(const std::vector<std::string>& argv) {
+  static constexpr std::string_view kSpecial = "\"!#$&*()\\|[]{}<>?'`~^; \t\n";
+  std::string out;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (i > 1) out += ' ';
+    if (argv[i].empty()) out += "''";
+    for (char c : argv[i]) {
+      if (c == '\n') {
+        out += "'\n'";  // a backslash cannot quote a newline
+        continue;
+      }
+      if (kSpecial.find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string console_output(std::string_view text) { return "O" + to_hex(text); }

@@ -67,6 +67,12 @@ struct ThreadListEnd {};
 // qAttached: "1" attached to an existing process, "0" launched by the server.
 struct Attached { bool attached = false; };
 
+// qExecAndArgs (GDB 18): the program and arguments the server runs (the command line's, or the
+// last vRun's); none: "U".
+struct ExecAndArgs {
+  std::vector<std::string> argv;  // empty: none
+};
+
 // qXfer read: [offset, offset+length) of a document, from xfer_reply(): "m" with more to
 // come, "l" for the last chunk.
 struct XferChunk {
@@ -99,7 +105,7 @@ struct Encoded { std::string payload; };
 using Reply = std::variant<reply::NoReply, reply::Ok, reply::Unsupported, reply::Error, StopReply, ExitReply,
                            ThreadExitReply, reply::NoResumed, reply::Hex, reply::BinaryMemory, reply::Registers,
                            reply::HexNumber, reply::Features, reply::ResumeActions, reply::CurrentThread,
-                           reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::XferChunk,
+                           reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::ExecAndArgs, reply::XferChunk,
                            reply::ConsoleOutput, reply::FileResult, reply::FileError, reply::FileData,
                            reply::StepBranchSummary, reply::HostInfo, reply::ProcessInfo, reply::MemoryRegion,
                            reply::WatchpointSlots, reply::ThreadsInfo, reply::Encoded>;
@@ -117,6 +123,10 @@ std::string error_code(int err);
 Reply xfer_reply(std::string_view document, uint64_t offset, uint64_t length);
 // Its payload: "m..." or "l..." (escaped), or "E01".
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length);
+// The arguments after argv[0] as one string, each escaped for a POSIX shell as gdbserver joins
+// them (construct_inferior_arguments): a backslash before each special character, '' for an
+// empty argument, a newline inside quotes.
+std::string shell_argument_string(const std::vector<std::string>& argv);
 // qRcmd output packet: "O" + hex(text).
 std::string console_output(std::string_view text);
 

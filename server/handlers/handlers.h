@@ -21,6 +21,7 @@ using namespace protocol;  // request and reply types; handlers read like the pa
 // general.cc
 Reply handle(Session&, const QuerySupported&);
 Reply handle(Session&, const MustReplyEmpty&);
+Reply handle(Session&, const QueryExecAndArgs&);
 Reply handle(Session&, const StartNoAckMode&);
 Reply handle(Session&, const EnableExtendedMode&);
 Reply handle(Session&, const QueryHaltReason&);

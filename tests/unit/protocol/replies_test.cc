@@ -367,3 +367,14 @@ TEST_CASE("encode: a reply encoded earlier goes out as it was", "[replies][encod
   CHECK(gdb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
   CHECK(lldb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
 }
+
+TEST_CASE("encode: qExecAndArgs", "[replies][encode]") {
+  // gdb/doc: "U" when unset, else "S;" hex(program) ";" hex(arguments) ";".
+  CHECK(gdb(reply::ExecAndArgs{}) == "U");
+  CHECK(gdb(reply::ExecAndArgs{{"/bin/ls"}}) == "S;2f62696e2f6c73;;");
+  CHECK(lldb(reply::ExecAndArgs{{"/a", "b c"}}) == "S;2f61;625c2063;");
+  // One string, escaped for the shell as gdbserver's construct_inferior_arguments does.
+  CHECK(shell_argument_string({"p", "a", "b c", "", "$x", "it's", "l1\nl2"}) ==
+        "a b\\ c '' \\$x it\\'s l1'\n'l2");
+  CHECK(shell_argument_string({"p"}).empty());
+}

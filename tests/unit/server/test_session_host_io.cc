@@ -1,4 +1,5 @@
-// Session, host I/O: vFile:stat and vFile:lstat (GDB 16/17) on real files.
+// Session, host I/O: vFile:stat and vFile:lstat (GDB 16/17) on real files, and qExecAndArgs
+// (GDB 18) before anything ran.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -54,4 +55,10 @@ TEST_CASE("host io: vFile:stat follows a symbolic link, vFile:lstat does not") {
   ::unlink(link.c_str());
   ::unlink(file.c_str());
   ::rmdir(dir);
+}
+
+TEST_CASE("host io: qExecAndArgs says U while nothing was run") {
+  SessionHarness h;
+  h.gdb_handshake();
+  CHECK(h.request("qExecAndArgs") == "U");
 }
