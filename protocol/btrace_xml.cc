@@ -33,10 +33,14 @@ std::string btrace_pt_xml(const BtracePtCpu& cpu, std::span<const uint8_t> raw) 
   return out;
 }
 
-std::string btrace_conf_xml(std::optional<uint64_t> bts_size, std::optional<uint64_t> pt_size) {
+std::string btrace_conf_xml(std::optional<uint64_t> bts_size, std::optional<uint64_t> pt_size,
+                            BtracePtOptions pt_options) {
+  auto yes_no = [](bool on) { return on ? "\"yes\"" : "\"no\""; };
   std::string out = "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n";
   if (bts_size) out += "<bts size=\"0x" + hex_u64(*bts_size) + "\"/>\n";
-  if (pt_size) out += "<pt size=\"0x" + hex_u64(*pt_size) + "\"/>\n";
+  if (pt_size)
+    out += "<pt size=\"0x" + hex_u64(*pt_size) + "\" ptwrite=" + yes_no(pt_options.ptwrite) +
+           " event-tracing=" + yes_no(pt_options.event_tracing) + "/>\n";
   out += "</btrace-conf>\n";
   return out;
 }

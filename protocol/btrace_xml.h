@@ -27,7 +27,14 @@ std::string btrace_xml(const std::vector<BtraceBlockSpec>& newest_first);
 // An Intel PT document (<pt><pt-config><cpu/></pt-config><raw>HEX</raw></pt>), as gdbserver
 // writes it: no <cpu> for other vendors, no <raw> when there is no data.
 std::string btrace_pt_xml(const BtracePtCpu& cpu, std::span<const uint8_t> raw);
-// <bts size=.../> and/or <pt size=.../>; neither = not recording.
-std::string btrace_conf_xml(std::optional<uint64_t> bts_size, std::optional<uint64_t> pt_size);
+// The optional PT packets a recording has on (Qbtrace-conf:pt:ptwrite, pt:event-tracing).
+struct BtracePtOptions {
+  bool ptwrite = false;
+  bool event_tracing = false;
+};
+// <bts size=.../> and/or <pt size=... ptwrite=... event-tracing=.../> (the two attributes of
+// GDB 15's btrace-conf.dtd; older GDBs ignore them); neither = not recording.
+std::string btrace_conf_xml(std::optional<uint64_t> bts_size, std::optional<uint64_t> pt_size,
+                            BtracePtOptions pt_options = {});
 
 }  // namespace protocol

@@ -17,6 +17,9 @@ struct Dialect {
   bool lldb = false;           // LLDB (negotiate(): its qSupported offer), or an LLDB-only packet seen
   bool list_threads_in_stop = false;  // LLDB QListThreadsInStopReply accepted
   bool error_strings = false;  // LLDB QEnableErrorStrings
+  // GDB offered error-message+ (GDB 16 and later): `m` and qRcmd may then fail with "E.text",
+  // which older GDBs do not take from those two packets.
+  bool error_message = false;
   // Not negotiated: what the server was started with (--disable-packet); kept across qSupported.
   DisabledPackets disabled;
 };

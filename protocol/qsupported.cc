@@ -33,6 +33,7 @@ ClientFeatures parse_client_features(const QuerySupported& q) {
     else if (name == "exec-events") c.exec_events = true;
     else if (name == "no-resumed") c.no_resumed = true;
     else if (name == "QThreadEvents") c.thread_events = true;
+    else if (name == "error-message") c.error_message = true;
   }
   return c;
 }
@@ -47,9 +48,12 @@ Dialect negotiate(const QuerySupported& q, const Capabilities& server) {
   d.vfork_events = c.vfork_events && server.has(Capability::VforkEvents);
   d.exec_events = c.exec_events && server.has(Capability::ExecEvents);
   d.no_resumed = c.no_resumed && server.has(Capability::NoResumed);
-  // LLDB lists every architecture it can describe (i386,arm,mips,arc); GDB on x86 only i386.
-  // LLDB never offers swbreak+, which every GDB since 7.10 does.
-  d.lldb = c.xml_registers_other && !c.swbreak;
+  d.error_message = c.error_message;
+  // LLDB lists every architecture it can describe (i386,arm,mips,arc); GDB names only i386
+  // (only i386-tdep registers an xmlRegisters name, even in a multi-target GDB). LLDB 21 offers
+  // swbreak+ and hwbreak+ too (GDBRemoteCommunicationClient::GetRemoteQSupported), so they
+  // cannot tell the two apart.
+  d.lldb = c.xml_registers_other;
   return d;
 }
 
@@ -77,6 +81,9 @@ constexpr Row kRows[] = {
     {"QEnvironmentReset+", Capability::Base, always, "QEnvironmentReset"},
     {"QEnvironmentUnset+", Capability::Base, always, "QEnvironmentUnset:41"},
     {"QSetWorkingDir+", Capability::Base, always, "QSetWorkingDir:"},
+    // `x` in GDB's format ('b' + data), as gdbserver 16.2+ lists it. Not to LLDB: LLDB 20+ would
+    // then expect the 'b' too, LLDB 19 and older never would; lldb-server does not list it.
+    {"binary-upload+", Capability::Base, [](const Dialect& d) { return !d.lldb; }, "x0,0"},
     {"QCatchSyscalls+", Capability::CatchSyscalls, always, "QCatchSyscalls:0"},
     {"QStartNoAckMode+", Capability::Base, always, ""},  // switches the session; probed apart
     {"multiprocess+", Capability::Base, [](const Dialect& d) { return d.multiprocess; }, ""},
@@ -94,6 +101,9 @@ constexpr Row kRows[] = {
     {"Qbtrace-conf:bts:size+", Capability::BtraceBts, always, "Qbtrace-conf:bts:size=0x10000"},
     {"Qbtrace:pt+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
     {"Qbtrace-conf:pt:size+", Capability::BtracePt, always, "Qbtrace-conf:pt:size=0x4000"},
+    // GDB 15+: set for the next Qbtrace:pt, which turns on what the PMU has (as gdbserver 16/17).
+    {"Qbtrace-conf:pt:ptwrite+", Capability::BtracePt, always, "Qbtrace-conf:pt:ptwrite=\"no\""},
+    {"Qbtrace-conf:pt:event-tracing+", Capability::BtracePt, always, "Qbtrace-conf:pt:event-tracing=\"no\""},
     {"Qbtrace:off+", Capability::BtraceBts, always, "Qbtrace:off"},
     {"swbreak+", Capability::Base, [](const Dialect& d) { return d.swbreak; }, ""},
     {"hwbreak+", Capability::Base, [](const Dialect& d) { return d.hwbreak; }, ""},

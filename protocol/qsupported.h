@@ -22,6 +22,7 @@ struct ClientFeatures {
   bool thread_events = false;
   bool xml_registers = false;
   bool xml_registers_other = false;  // xmlRegisters also named a non-x86 architecture (LLDB)
+  bool error_message = false;        // error-message+ (GDB 16+)
 };
 
 ClientFeatures parse_client_features(const QuerySupported& q);

@@ -24,7 +24,10 @@ struct Encoder {
   std::string operator()(const ThreadExitReply& exit) const { return format_thread_exit_reply(exit, d); }
   std::string operator()(const reply::NoResumed&) const { return "N"; }
   std::string operator()(const reply::Hex& h) const { return to_hex(h.bytes); }
-  std::string operator()(const reply::Binary& b) const { return escape_binary(b.bytes); }
+  std::string operator()(const reply::BinaryMemory& b) const {
+    if (d.lldb) return b.bytes.empty() ? "OK" : escape_binary(b.bytes);  // lldb-server's answers
+    return 'b' + escape_binary(b.bytes);  // gdbserver 16+ (server.cc, case 'x')
+  }
 
   std::string operator()(const reply::Registers& regs) const {
     std::string out;
@@ -51,6 +54,10 @@ struct Encoder {
 
   std::string operator()(const reply::ThreadListEnd&) const { return "l"; }
   std::string operator()(const reply::Attached& a) const { return a.attached ? "1" : "0"; }
+  std::string operator()(const reply::ExecAndArgs& e) const {
+    if (e.argv.empty()) return "U";
+    return "S;" + to_hex(std::string_view(e.argv.front())) + ";" + to_hex(shell_argument_string(e.argv)) + ";";
+  }
   std::string operator()(const reply::XferChunk& x) const { return (x.last ? 'l' : 'm') + escape_binary(x.data); }
   std::string operator()(const reply::ConsoleOutput& c) const { return console_output(c.text); }
   std::string operator()(const reply::FileResult& f) const { return file_result(f.result); }
@@ -84,7 +91,7 @@ std::string error_code(int err) { return fmt::format("E{:02x}", static_cast<uint
 std::string error_reply(const Dialect& d, int err, std::string_view text, ErrorForm form) {
   if (form == ErrorForm::Fixed) return error_code(err);
   if (d.lldb) return d.error_strings ? error_code(err) + ";" + to_hex(text) : error_code(err);
-  if (form == ErrorForm::Code || text.empty()) return error_code(err);
+  if (text.empty() || (form == ErrorForm::Code && !d.error_message)) return error_code(err);
   return "E." + std::string(text);
 }
 
@@ -97,6 +104,24 @@ Reply xfer_reply(std::string_view document, uint64_t offset, uint64_t length) {
 
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length) {
   return encode(xfer_reply(document, offset, length), Dialect{});
+}
+
+std::string shell_argument_string(const std::vector<std::string>& argv) {
+  static constexpr std::string_view kSpecial = "\"!#$&*()\\|[]{}<>?'`~^; \t\n";
+  std::string out;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (i > 1) out += ' ';
+    if (argv[i].empty()) out += "''";
+    for (char c : argv[i]) {
+      if (c == '\n') {
+        out += "'\n'";  // a backslash cannot quote a newline
+        continue;
+      }
+      if (kSpecial.find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string console_output(std::string_view text) { return "O" + to_hex(text); }

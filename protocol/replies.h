@@ -19,7 +19,8 @@ namespace protocol {
 // How much of an error the client takes: GDB shows the text after "E."; LLDB takes "Exx" with
 // the errno, plus ";hex(text)" once it asked for error strings (QEnableErrorStrings).
 //   Text:  the reason, as far as the client takes it.
-//   Code:  GDB reads only a numeric code here (a failed memory read): "Exx" for GDB.
+//   Code:  a packet GDB read only numeric codes from before error-message (m, x, qRcmd):
+//          "Exx" for GDB, "E.text" once it offered error-message+ (GDB 16+).
 //   Fixed: "Exx" in every dialect (gdbserver's fixed answers, e.g. a qXfer offset past the end).
 enum class ErrorForm { Text, Code, Fixed };
 
@@ -40,8 +41,9 @@ struct NoResumed {};
 
 // Bytes as hex (m).
 struct Hex { std::vector<uint8_t> bytes; };
-// Bytes as binary, '}'-escaped (x).
-struct Binary { std::vector<uint8_t> bytes; };
+// The bytes an `x` read got, binary and '}'-escaped. GDB (16+) wants a 'b' before them (an
+// empty read is "b"); LLDB takes them bare, and its probe "x0,0" (nothing read) wants "OK".
+struct BinaryMemory { std::vector<uint8_t> bytes; };
 // g and p: register contents in hex, in the order given; a register the thread has no value
 // for goes out as 'x's (two per byte of its size).
 struct RegisterValue {
@@ -64,6 +66,12 @@ struct ThreadList { std::vector<ThreadRef> threads; };
 struct ThreadListEnd {};
 // qAttached: "1" attached to an existing process, "0" launched by the server.
 struct Attached { bool attached = false; };
+
+// qExecAndArgs (GDB 18): the program and arguments the server runs (the command line's, or the
+// last vRun's); none: "U".
+struct ExecAndArgs {
+  std::vector<std::string> argv;  // empty: none
+};
 
 // qXfer read: [offset, offset+length) of a document, from xfer_reply(): "m" with more to
 // come, "l" for the last chunk.
@@ -95,9 +103,9 @@ struct Encoded { std::string payload; };
 }  // namespace reply
 
 using Reply = std::variant<reply::NoReply, reply::Ok, reply::Unsupported, reply::Error, StopReply, ExitReply,
-                           ThreadExitReply, reply::NoResumed, reply::Hex, reply::Binary, reply::Registers,
+                           ThreadExitReply, reply::NoResumed, reply::Hex, reply::BinaryMemory, reply::Registers,
                            reply::HexNumber, reply::Features, reply::ResumeActions, reply::CurrentThread,
-                           reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::XferChunk,
+                           reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::ExecAndArgs, reply::XferChunk,
                            reply::ConsoleOutput, reply::FileResult, reply::FileError, reply::FileData,
                            reply::StepBranchSummary, reply::HostInfo, reply::ProcessInfo, reply::MemoryRegion,
                            reply::WatchpointSlots, reply::ThreadsInfo, reply::Encoded>;
@@ -115,6 +123,10 @@ std::string error_code(int err);
 Reply xfer_reply(std::string_view document, uint64_t offset, uint64_t length);
 // Its payload: "m..." or "l..." (escaped), or "E01".
 std::string xfer_chunk(std::string_view document, uint64_t offset, uint64_t length);
+// The arguments after argv[0] as one string, each escaped for a POSIX shell as gdbserver joins
+// them (construct_inferior_arguments): a backslash before each special character, '' for an
+// empty argument, a newline inside quotes.
+std::string shell_argument_string(const std::vector<std::string>& argv);
 // qRcmd output packet: "O" + hex(text).
 std::string console_output(std::string_view text);
 

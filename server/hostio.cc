@@ -76,13 +76,28 @@ protocol::Reply HostIo::pwrite(int fd, uint64_t offset, std::span<const uint8_t>
   return reply::FileResult{n};
 }
 
+namespace {
+protocol::Reply stat_reply(const struct stat& st) {
+  std::string encoded = protocol::encode_fio_stat(st);
+  return reply::FileData{std::vector<uint8_t>(encoded.begin(), encoded.end())};
+}
+}  // namespace
+
 protocol::Reply HostIo::fstat(int fd) {
   auto it = fds_.find(fd);
   if (it == fds_.end()) return reply::FileError{EBADF};
   struct stat st {};
   if (::fstat(it->second, &st) != 0) return reply::FileError{errno};
-  std::string encoded = protocol::encode_fio_stat(st);
-  return reply::FileData{std::vector<uint8_t>(encoded.begin(), encoded.end())};
+  return stat_reply(st);
+}
+
+protocol::Reply HostIo::stat(const std::string& path, bool follow_link) {
+  // Seen from the setfs process, as every other path (gdbserver 17 does so for lstat only).
+  std::string where = resolve(path);
+  struct stat st {};
+  int r = follow_link ? ::stat(where.c_str(), &st) : ::lstat(where.c_str(), &st);
+  if (r != 0) return reply::FileError{errno};
+  return stat_reply(st);
 }
 
 protocol::Reply HostIo::unlink(const std::string& path) {

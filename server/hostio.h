@@ -28,6 +28,8 @@ class HostIo {
   protocol::Reply fstat(int fd);
   protocol::Reply unlink(const std::string& path);
   protocol::Reply readlink(const std::string& path);
+  // vFile:stat (follow_link) / vFile:lstat: GDB's 64-byte fio_stat, or the errno.
+  protocol::Reply stat(const std::string& path, bool follow_link);
 
  private:
   std::string resolve(const std::string& path) const;  // applies setfs (a process's root)

@@ -104,7 +104,7 @@ void Session::on_packet(const std::string& payload) {
     }
     // Only the data of a read continues a bulk read (an error, or the empty reply of a
     // disabled packet, ends it).
-    bool data = std::holds_alternative<protocol::reply::Hex>(reply) || std::holds_alternative<protocol::reply::Binary>(reply);
+    bool data = std::holds_alternative<protocol::reply::Hex>(reply) || std::holds_alternative<protocol::reply::BinaryMemory>(reply);
     if (read && data && !payload.empty()) read_ahead_after(*read);
   }
   if (no_ack_pending_) {

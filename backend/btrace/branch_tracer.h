@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/btrace/branch_ring.h"
+#include "backend/btrace/perf/pt_features.h"
 #include "backend/x86/block_cache.h"
 #include "backend/error.h"
 
@@ -71,6 +72,11 @@ class BranchTracer {
   // Qbtrace-conf:<format>:size, for the next enable of that format.
   virtual void set_buffer_size(uint64_t bytes, TraceFormat format = TraceFormat::Bts) = 0;
   virtual uint64_t buffer_size(pid_t tid) const = 0;         // actual size of tid's buffer
+  // Qbtrace-conf:pt:ptwrite / pt:event-tracing, for the next PT enable; and what tid's PT
+  // recording actually has on (PTWRITE stays off where the PMU lacks it).
+  virtual void set_pt_options(const PtOptions&) {}
+  virtual PtOptions requested_pt_options() const { return {}; }
+  virtual PtOptions pt_options(pid_t) const { return {}; }
   virtual Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) = 0;  // BTS format
   virtual Result<PtData> read_pt(pid_t, TraceRead) { return Error{ENOTSUP, "Unsupported Trace Format."}; }
   virtual std::vector<Branch> history(pid_t tid, size_t n) const = 0;  // newest n, oldest first

@@ -52,14 +52,23 @@ Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
 }
 
 Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
-  Result<std::unique_ptr<PerfPtSource>> pt = Error{ENODEV, ""};
-  if (setup_.feeds && setup_.feeds->serves_pt()) pt = setup_.feeds->open_pt(tid);
-  else if (!setup_.pt) return Error{ENODEV, setup_.pt_unavailable.empty() ? "Intel PT is not available here." : setup_.pt_unavailable};
-  else pt = PerfPtSource::open(tid, pt_buffer_size_);
+  bool feed = setup_.feeds && setup_.feeds->serves_pt();
+  if (!feed && !setup_.pt)
+    return Error{ENODEV, setup_.pt_unavailable.empty() ? "Intel PT is not available here." : setup_.pt_unavailable};
+  // The options GDB 15+ set, as far as this PMU has them (a feed has no PMU of its own).
+  auto config = pt_config(pt_requested_, read_pt_features());
+  if (!config) return config.error();
+  auto pt = feed ? setup_.feeds->open_pt(tid) : PerfPtSource::open(tid, pt_buffer_size_, config->config);
   if (!pt) return pt.error();
   trace.kind = Kind::Pt;
   trace.pt = std::move(*pt);
+  trace.pt_on = feed ? PtOptions{} : config->on;
   return {};
+}
+
+PtOptions TraceManager::pt_options(pid_t tid) const {
+  auto it = threads_.find(tid);
+  return it == threads_.end() ? PtOptions{} : it->second.pt_on;
 }
 
 Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {

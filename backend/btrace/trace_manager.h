@@ -38,6 +38,9 @@ class TraceManager : public BranchTracer {
   std::optional<TraceFormat> format(pid_t tid) const override;
   void set_buffer_size(uint64_t bytes, TraceFormat format = TraceFormat::Bts) override;
   uint64_t buffer_size(pid_t tid) const override;
+  void set_pt_options(const PtOptions& options) override { pt_requested_ = options; }
+  PtOptions requested_pt_options() const override { return pt_requested_; }
+  PtOptions pt_options(pid_t tid) const override;
   Result<std::vector<TraceBlock>> read(pid_t tid, TraceRead kind) override;
   Result<PtData> read_pt(pid_t tid, TraceRead kind) override;
   std::vector<Branch> history(pid_t tid, size_t n) const override;
@@ -87,6 +90,7 @@ class TraceManager : public BranchTracer {
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     std::unique_ptr<PerfPtSource> pt;        // Pt
+    PtOptions pt_on;                         // Pt: the optional packets it records
     uint64_t lbr_sequence = 0;
     std::optional<uint64_t> lbr_taken;      // Lbr: the counter at the last window (0 when armed)
     uint64_t last_stop_pc = 0;               // Lbr: where the history known so far ends
@@ -103,6 +107,7 @@ class TraceManager : public BranchTracer {
   std::unique_ptr<BlockCache> code_;  // over setup_.code, for LBR stitching
   uint64_t buffer_size_ = kDefaultBufferSize;
   uint64_t pt_buffer_size_ = kDefaultPtBufferSize;
+  PtOptions pt_requested_;
   std::map<pid_t, ThreadTrace> threads_;
   BranchSink* sink_ = nullptr;
   Kind last_kind_ = Kind::Software;

@@ -36,6 +36,7 @@ struct ResetEnvironment {};                                       // QEnvironmen
 struct SetWorkingDir { std::string dir; };                        // QSetWorkingDir:[hex]
 struct SetCatchSyscalls { bool on = false; std::vector<int> syscalls; };  // QCatchSyscalls:..
 struct SetThreadEvents { bool on = false; };                      // QThreadEvents:N
+struct QueryExecAndArgs {};                                       // qExecAndArgs (GDB 18)
 
 // QuerySupported comes first: it is what a default-constructed Request holds.
 using GeneralPackets = PacketList<
@@ -43,6 +44,6 @@ using GeneralPackets = PacketList<
     QueryCurrentThread, ThreadAlive, ThreadInfoFirst, ThreadInfoNext, QueryAttached, QueryOffsets,
     QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
-    SetCatchSyscalls, SetThreadEvents>;
+    SetCatchSyscalls, SetThreadEvents, QueryExecAndArgs>;
 
 }  // namespace protocol

@@ -58,11 +58,12 @@ Request p_vfile(string_view args) {
     if (!fd || !count || !off) return bad();
     return FilePread{*fd, *count, *off};
   }
-  if (op == "unlink" || op == "readlink") {
+  if (op == "unlink" || op == "readlink" || op == "stat" || op == "lstat") {
     auto path = parts.size() == 1 ? from_hex_string(parts[0]) : std::nullopt;
     if (!path) return bad();
     if (op == "unlink") return FileUnlink{std::move(*path)};
-    return FileReadlink{std::move(*path)};
+    if (op == "readlink") return FileReadlink{std::move(*path)};
+    return FileStat{std::move(*path), op == "stat"};
   }
   return Unknown{"vFile:" + std::string(args)};
 }

@@ -17,8 +17,10 @@ struct FilePwrite { int fd = -1; uint64_t offset = 0; std::vector<uint8_t> data;
 struct FileFstat { int fd = -1; };
 struct FileUnlink { std::string path; };
 struct FileReadlink { std::string path; };
+// vFile:stat (GDB 16; follows a symbolic link since gdbserver 17) and vFile:lstat (GDB 17).
+struct FileStat { std::string path; bool follow_link = true; };
 
-using HostIoPackets =
-    PacketList<FileSetFs, FileOpen, FileClose, FilePread, FilePwrite, FileFstat, FileUnlink, FileReadlink>;
+using HostIoPackets = PacketList<FileSetFs, FileOpen, FileClose, FilePread, FilePwrite, FileFstat, FileUnlink,
+                                 FileReadlink, FileStat>;
 
 }  // namespace protocol

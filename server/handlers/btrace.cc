@@ -40,7 +40,28 @@ Reply handle(Session& s, const BtraceEnable& b) {
   return reply::Ok{};
 }
 
+namespace {
+
+// Qbtrace-conf:pt:ptwrite="yes" and pt:event-tracing="yes" (GDB 15+; gdbserver matches the
+// value's start only). Set for the next Qbtrace:pt, which then turns on what the PMU has.
+Reply pt_option(Session& s, const BtraceConf& c) {
+  bool ptwrite = c.key == "ptwrite";
+  bool on = c.value.starts_with("\"yes\"");
+  if (!on && !c.value.starts_with("\"no\""))
+    return error_reply(EINVAL, ptwrite ? "Bad ptwrite value." : "Bad event-tracing value.");
+  if (auto* p = s.process()) {
+    // One setting for the process's next PT enables, as gdbserver's: the other option stays.
+    backend::PtOptions options = p->tracer().requested_pt_options();
+    (ptwrite ? options.ptwrite : options.event_tracing) = on;
+    p->tracer().set_pt_options(options);
+  }
+  return reply::Ok{};
+}
+
+}  // namespace
+
 Reply handle(Session& s, const BtraceConf& c) {
+  if (c.format == "pt" && (c.key == "ptwrite" || c.key == "event-tracing")) return pt_option(s, c);
   if (c.key != "size" || (c.format != "bts" && c.format != "pt"))
     return error_reply(EINVAL, "Bad Qbtrace configuration option.");
   auto size = parse_size(c.value);
@@ -99,7 +120,10 @@ std::optional<std::string> btrace_conf_document(Session& s, Reply& error_out) {
     return std::nullopt;
   }
   uint64_t size = p->tracer().buffer_size(tid);
-  if (p->tracer().format(tid) == backend::TraceFormat::Pt) return btrace_conf_xml(std::nullopt, size);
+  if (p->tracer().format(tid) == backend::TraceFormat::Pt) {
+    backend::PtOptions on = p->tracer().pt_options(tid);
+    return btrace_conf_xml(std::nullopt, size, BtracePtOptions{on.ptwrite, on.event_tracing});
+  }
   return btrace_conf_xml(size, std::nullopt);
 }
 

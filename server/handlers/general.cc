@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "backend/ptrace/launch.h"
 #include "protocol/qsupported.h"
 #include "protocol/signals.h"
 #include "server/handlers/handlers.h"
@@ -62,6 +63,14 @@ Reply handle(Session& s, const QuerySupported& q) {
 }
 
 Reply handle(Session&, const MustReplyEmpty&) { return reply::Unsupported{}; }
+
+// GDB 18: the program the server was started with, or last ran (gdbserver's program_path and
+// program_args), so that `show args` has them.
+Reply handle(Session& s, const QueryExecAndArgs&) {
+  std::vector<std::string> argv = s.server().last_run();
+  if (!argv.empty()) argv.front() = backend::program_path(argv.front());  // as it was run
+  return reply::ExecAndArgs{std::move(argv)};
+}
 
 Reply handle(Session& s, const StartNoAckMode&) {
   s.set_no_ack();

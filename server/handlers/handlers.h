@@ -21,6 +21,7 @@ using namespace protocol;  // request and reply types; handlers read like the pa
 // general.cc
 Reply handle(Session&, const QuerySupported&);
 Reply handle(Session&, const MustReplyEmpty&);
+Reply handle(Session&, const QueryExecAndArgs&);
 Reply handle(Session&, const StartNoAckMode&);
 Reply handle(Session&, const EnableExtendedMode&);
 Reply handle(Session&, const QueryHaltReason&);
@@ -87,6 +88,7 @@ Reply handle(Session&, const FilePwrite&);
 Reply handle(Session&, const FileFstat&);
 Reply handle(Session&, const FileUnlink&);
 Reply handle(Session&, const FileReadlink&);
+Reply handle(Session&, const FileStat&);
 
 // btrace.cc
 Reply handle(Session&, const BtraceEnable&);

@@ -11,5 +11,6 @@ Reply handle(Session& s, const FilePwrite& f) { return s.hostio().pwrite(f.fd, f
 Reply handle(Session& s, const FileFstat& f) { return s.hostio().fstat(f.fd); }
 Reply handle(Session& s, const FileUnlink& f) { return s.hostio().unlink(f.path); }
 Reply handle(Session& s, const FileReadlink& f) { return s.hostio().readlink(f.path); }
+Reply handle(Session& s, const FileStat& f) { return s.hostio().stat(f.path, f.follow_link); }
 
 }  // namespace server

@@ -74,15 +74,16 @@ Reply handle(Session& s, const WriteRegister& w) {
 
 Reply handle(Session& s, const ReadMemory& m) {
   auto* p = s.process();
-  if (m.binary && m.length == 0) return reply::Ok{};  // LLDB's "x0,0" probe: binary reads work
-  if (!p) return no_process();
+  // Nothing to read: GDB gets "b", LLDB's probe "x0,0" (sent before any process) "OK".
+  if (m.binary && m.length == 0) return reply::BinaryMemory{};
+  if (!p) return error_reply(ESRCH, "No process.", ErrorForm::Code);
   std::vector<uint8_t> buffer(std::min(m.length, kMaxMemoryRead));
   auto n = p->read_memory(m.addr, buffer);
-  // GDB reads a failed m/x reply as a numeric code only.
+  // Older GDBs read a failed m reply as a numeric code only (E.text once error-message+).
   if (!n) return error_reply(n.error(), ErrorForm::Code);
   if (*n == 0 && !buffer.empty()) return error_reply(EIO, "Cannot access memory.", ErrorForm::Code);
   buffer.resize(*n);
-  if (m.binary) return reply::Binary{std::move(buffer)};
+  if (m.binary) return reply::BinaryMemory{std::move(buffer)};
   return reply::Hex{std::move(buffer)};
 }
 

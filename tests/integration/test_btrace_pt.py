@@ -121,7 +121,7 @@ def test_pt_stream_through_the_server_decodes_to_the_truth(procs, tmp_path):
     sup, size, enable, conf, full, new, delta, off = replies(r.out)[:8]
     assert "Qbtrace:pt+" in sup and "Qbtrace-conf:pt:size+" in sup, r
     assert size == "OK" and enable == "OK" and off == "OK", r
-    assert '<pt size="0x4000"/>' in conf, r
+    assert '<pt size="0x4000" ptwrite="no" event-tracing="no"/>' in conf, r
     cpu = cpu_of(full)
     assert cpu, full[:300]
     raw = raw_of(full)

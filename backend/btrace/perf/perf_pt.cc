@@ -95,10 +95,12 @@ Result<PtRead> PtAuxRing::read(TraceRead kind) {
   return out;
 }
 
-Result<std::unique_ptr<PerfPtSource>> PerfPtSource::open(pid_t tid, uint64_t size_bytes) {
+Result<std::unique_ptr<PerfPtSource>> PerfPtSource::open(pid_t tid, uint64_t size_bytes, uint64_t config) {
   auto type = pt_event_type();
   if (!type) return type.error();
-  auto event = PerfEvent::open(pt_attr(*type), tid);
+  perf_event_attr attr = pt_attr(*type);
+  attr.config |= config;
+  auto event = PerfEvent::open(attr, tid);
   if (!event) return perf_bts_open_error(event.error().code);
 
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));

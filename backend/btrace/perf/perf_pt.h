@@ -63,8 +63,8 @@ class PtAuxRing {
 class PerfPtSource {
  public:
   // size_bytes: Qbtrace-conf:pt:size (GDB's default 16 KiB); a power of two of pages, halved
-  // until the AUX mmap succeeds.
-  static Result<std::unique_ptr<PerfPtSource>> open(pid_t tid, uint64_t size_bytes);
+  // until the AUX mmap succeeds. config: extra perf_event_attr.config bits (pt_features.h).
+  static Result<std::unique_ptr<PerfPtSource>> open(pid_t tid, uint64_t size_bytes, uint64_t config = 0);
   // A source over `user_page` (struct perf_event_mmap_page: aux_head is read from it) and
   // `aux`, the AUX area; `event` is the perf event that fills them (open() passes its own), or
   // none when something else writes them (the test feeds, tests/support).

@@ -60,6 +60,37 @@ TEST_CASE("qSupported negotiation", "[qsupported]") {
   CHECK_FALSE(n.no_resumed);
 }
 
+// The offers of newer clients, word for word (remote_query_supported in gdb/remote.c of GDB
+// 16.1, 16.3 and 17.2, identical; GetRemoteQSupported in LLDB 21.1.8).
+const char* kGdb16Offer =
+    "qSupported:multiprocess+;swbreak+;hwbreak+;qRelocInsn+;fork-events+;vfork-events+;exec-events+;"
+    "vContSupported+;QThreadEvents+;QThreadOptions+;no-resumed+;memory-tagging+;xmlRegisters=i386;"
+    "error-message+";
+const char* kLldb21Offer = "qSupported:xmlRegisters=i386,arm,mips,arc;multiprocess+;fork-events+;vfork-events+;"
+                           "swbreak+;hwbreak+";
+
+TEST_CASE("qSupported: GDB 16/17 and LLDB 21 offers", "[qsupported]") {
+  Dialect g = negotiate(offer(kGdb16Offer));
+  CHECK_FALSE(g.lldb);
+  CHECK(g.error_message);
+  CHECK(g.swbreak);
+  CHECK_FALSE(negotiate(offer(kGdbOffer)).error_message);  // GDB 13 does not offer it
+  // LLDB 21 offers swbreak+ and hwbreak+ as GDB does; its xmlRegisters list still tells.
+  Dialect l = negotiate(offer(kLldb21Offer));
+  CHECK(l.lldb);
+  CHECK(l.swbreak);
+  CHECK_FALSE(l.error_message);
+
+  // binary-upload+ (gdbserver 16.2+: 'x' in GDB's format) for GDB, never for LLDB (LLDB 20+
+  // would then expect GDB's format, LLDB 19 would not; lldb-server does not list it).
+  Capabilities caps = Capabilities::all();
+  std::string r = format_qsupported(caps, g);
+  CHECK(has(r, "binary-upload+"));
+  CHECK(r.find("QSetWorkingDir+;binary-upload+") != std::string::npos);  // where gdbserver puts it
+  CHECK(has(format_qsupported(caps, Dialect{}), "binary-upload+"));
+  CHECK_FALSE(has(format_qsupported(caps, l), "binary-upload+"));
+}
+
 TEST_CASE("qSupported reply", "[qsupported]") {
   Capabilities s = Capabilities::all();
   s.set(Capability::NonStop, false).set(Capability::ThreadEvents, false).set(Capability::BtracePt, false);
@@ -234,7 +265,11 @@ TEST_CASE("btrace XML", "[xml][btrace]") {
   CHECK(btrace_conf_xml(0x10000, std::nullopt) ==
         "<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n"
         "<bts size=\"0x10000\"/>\n</btrace-conf>\n");
-  CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\"/>") != std::string::npos);
+  // PT: the size and GDB 15's two options (btrace-conf.dtd), as the recording has them.
+  CHECK(btrace_conf_xml(std::nullopt, 0x4000).find("<pt size=\"0x4000\" ptwrite=\"no\" event-tracing=\"no\"/>\n") !=
+        std::string::npos);
+  CHECK(btrace_conf_xml(std::nullopt, 0x4000, {true, false}).find("ptwrite=\"yes\" event-tracing=\"no\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("btrace XML: Intel PT document as gdbserver writes it", "[xml][btrace]") {

@@ -20,3 +20,14 @@ TEST_CASE("btrace packets", "[packets][btrace]") {
   CHECK(bad.format == "what");
   CHECK(bad.key.empty());
 }
+
+TEST_CASE("btrace packets: GDB 15's PT options", "[packets][btrace]") {
+  // Sent as gdb/remote.c writes them: the value quoted.
+  auto w = as<BtraceConf>("Qbtrace-conf:pt:ptwrite=\"yes\"");
+  CHECK(w.format == "pt");
+  CHECK(w.key == "ptwrite");
+  CHECK(w.value == "\"yes\"");
+  auto e = as<BtraceConf>("Qbtrace-conf:pt:event-tracing=\"no\"");
+  CHECK(e.key == "event-tracing");
+  CHECK(e.value == "\"no\"");
+}

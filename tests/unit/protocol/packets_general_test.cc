@@ -89,3 +89,8 @@ TEST_CASE("signal lists and switches", "[packets][general]") {
   CHECK_FALSE(as<SetCatchSyscalls>("QCatchSyscalls:0").on);
   CHECK(as<SetThreadEvents>("QThreadEvents:1").on);
 }
+
+TEST_CASE("qExecAndArgs (GDB 18)", "[packets][general]") {
+  as<QueryExecAndArgs>("qExecAndArgs");
+  CHECK(unknown("qExecAndArgs:1"));
+}

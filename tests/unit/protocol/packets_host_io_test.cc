@@ -27,5 +27,16 @@ TEST_CASE("vFile", "[packets][host_io]") {
   CHECK(malformed("vFile:open:zz,0,0"));
   CHECK(malformed("vFile:pread:6,1"));
   CHECK(malformed("vFile:pwrite:6"));
-  CHECK(unknown("vFile:stat:2f"));
+  CHECK(unknown("vFile:chmod:2f"));
+}
+
+TEST_CASE("vFile:stat and vFile:lstat (GDB 16/17)", "[packets][host_io]") {
+  auto st = as<FileStat>("vFile:stat:2f746d70");
+  CHECK(st.path == "/tmp");
+  CHECK(st.follow_link);
+  auto lst = as<FileStat>("vFile:lstat:2f746d70");
+  CHECK(lst.path == "/tmp");
+  CHECK_FALSE(lst.follow_link);
+  CHECK(malformed("vFile:stat:zz"));
+  CHECK(malformed("vFile:lstat:2f,2f"));
 }

@@ -30,6 +30,12 @@ TEST_CASE("registers and memory", "[packets][registers_memory]") {
   CHECK(m.length == 0x2d8u);
   CHECK_FALSE(m.binary);
   CHECK(as<ReadMemory>("x0,0").binary);
+  // GDB 16's x, as remote_read_bytes_1 writes it.
+  auto x = as<ReadMemory>("x555555554000,8");
+  CHECK(x.binary);
+  CHECK(x.addr == 0x555555554000u);
+  CHECK(x.length == 8u);
+  CHECK(malformed("x555555554000"));
   // Huge lengths are just numbers.
   CHECK(as<ReadMemory>("m0,ffffffffffffffff").length == UINT64_MAX);
   CHECK(malformed("m10"));

@@ -23,7 +23,8 @@ struct OldRow {
   Capability needs;
 };
 
-// The rows of the single kTable that protocol/packets.cc held before the families.
+// The rows of the single kTable that protocol/packets.cc held before the families, and the
+// rows added since (qExecAndArgs).
 const std::vector<OldRow>& old_table() {
   static const std::vector<OldRow> rows = {
       {"qSupported", false, Capability::Base},
@@ -38,6 +39,7 @@ const std::vector<OldRow>& old_table() {
       {"qOffsets", true, Capability::Base},
       {"qSymbol:", false, Capability::Base},
       {"qTStatus", true, Capability::Base},
+      {"qExecAndArgs", true, Capability::Base},
       {"QNonStop:", false, Capability::Base},
       {"QPassSignals:", false, Capability::Base},
       {"QProgramSignals:", false, Capability::Base},

@@ -221,6 +221,13 @@ TEST_CASE("encode: errors in each form", "[replies][encode]") {
   CHECK(gdb(fixed) == "E01");
   CHECK(encode(fixed, lldb_dialect(true)) == "E01");
   CHECK(gdb(reply::Error{ESRCH, ""}) == "E03");
+  // GDB that offered error-message+ takes the text from m and qRcmd too.
+  Dialect accepts = gdb_dialect();
+  accepts.error_message = true;
+  CHECK(encode(code, accepts) == "E.Cannot access memory.");
+  CHECK(encode(text, accepts) == "E.Btrace not enabled.");
+  CHECK(encode(fixed, accepts) == "E01");
+  CHECK(encode(reply::Error{ESRCH, "", ErrorForm::Code}, accepts) == "E03");
 }
 
 TEST_CASE("encode: stops, exits and thread exits", "[replies][encode]") {
@@ -242,9 +249,16 @@ TEST_CASE("encode: memory and registers", "[replies][encode]") {
   reply::Hex hex{{0x00, 0x7f, 0xff, 0x24}};
   CHECK(gdb(hex) == "007fff24");
   CHECK(lldb(hex) == "007fff24");
-  reply::Binary bin{{'a', '$', '#', '}', '*', 'z'}};
-  CHECK(gdb(bin) == "a}\x04}\x03}]}\x0az");
-  CHECK(lldb(bin) == gdb(bin));
+  // x: GDB 16+ takes 'b' + the escaped bytes (gdbserver's reply); LLDB the bytes alone.
+  reply::BinaryMemory bin{{'a', '$', '#', '}', '*', 'z'}};
+  CHECK(gdb(bin) == "ba}\x04}\x03}]}\x0az");
+  CHECK(lldb(bin) == "a}\x04}\x03}]}\x0az");
+  CHECK(encode(bin, Dialect{}) == gdb(bin));  // no qSupported seen (GDB 16.1 sends x unasked)
+  // Nothing read: "b" for GDB; LLDB's probe "x0,0" wants OK (lldb-server's answer).
+  CHECK(gdb(reply::BinaryMemory{}) == "b");
+  CHECK(lldb(reply::BinaryMemory{}) == "OK");
+  // A 'b' among the data is data: only the first byte is the marker.
+  CHECK(gdb(reply::BinaryMemory{{'b'}}) == "bb");
   CHECK(gdb(reply::Hex{}).empty());
   reply::Registers regs{{{{0x01, 0x02}, true}, {{0, 0, 0, 0}, false}, {{0xab}, true}}};
   CHECK(gdb(regs) == "0102xxxxxxxxab");
@@ -352,4 +366,15 @@ TEST_CASE("stepbranch stop replies name the branch and the mechanism, in both di
 TEST_CASE("encode: a reply encoded earlier goes out as it was", "[replies][encode][non-stop]") {
   CHECK(gdb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
   CHECK(lldb(reply::Encoded{"T05thread:p64.65;"}) == "T05thread:p64.65;");
+}
+
+TEST_CASE("encode: qExecAndArgs", "[replies][encode]") {
+  // gdb/doc: "U" when unset, else "S;" hex(program) ";" hex(arguments) ";".
+  CHECK(gdb(reply::ExecAndArgs{}) == "U");
+  CHECK(gdb(reply::ExecAndArgs{{"/bin/ls"}}) == "S;2f62696e2f6c73;;");
+  CHECK(lldb(reply::ExecAndArgs{{"/a", "b c"}}) == "S;2f61;625c2063;");
+  // One string, escaped for the shell as gdbserver's construct_inferior_arguments does.
+  CHECK(shell_argument_string({"p", "a", "b c", "", "$x", "it's", "l1\nl2"}) ==
+        "a b\\ c '' \\$x it\\'s l1'\n'l2");
+  CHECK(shell_argument_string({"p"}).empty());
 }

@@ -35,6 +35,9 @@ class FakeBranchTracer : public backend::BranchTracer {
     return it->second;
   }
   uint64_t buffer_size(pid_t) const override { return ring_size; }
+  void set_pt_options(const backend::PtOptions& o) override { pt_requested = o; }
+  backend::PtOptions requested_pt_options() const override { return pt_requested; }
+  backend::PtOptions pt_options(pid_t) const override { return pt_on; }
   backend::Result<std::vector<backend::TraceBlock>> read(pid_t tid, backend::TraceRead kind) override;
   std::vector<backend::Branch> history(pid_t tid, size_t n) const override;
   std::string source_name() const override { return "fake"; }
@@ -51,9 +54,11 @@ class FakeBranchTracer : public backend::BranchTracer {
   std::vector<backend::TraceBlock> blocks;        // what read() returns
   std::map<pid_t, std::vector<backend::Branch>> branches;  // history(), oldest first
   uint64_t ring_size = 0x10000;
+  backend::PtOptions pt_on;                       // what pt_options() says a recording has
   // ---- recorded ----
   std::vector<uint64_t> buffer_sizes;             // every set_buffer_size() for BTS
   std::vector<uint64_t> pt_buffer_sizes;          // ... and for PT
+  backend::PtOptions pt_requested;                // the last set_pt_options()
   std::map<pid_t, backend::TraceFormat> formats;  // the format each enable() asked for
   std::vector<std::pair<pid_t, backend::TraceRead>> reads;
 

@@ -32,9 +32,9 @@ constexpr Case kNoProcess[] = {
     {"G00", "E.No process."},
     {"p10", "E.No process."},
     {"P10=0000000000000000", "E.No process."},
-    {"m1000,4", "E.No process."},
-    {"x1000,4", "E.No process."},
-    {"x0,0", "OK"},
+    {"m1000,4", "E03"},  // a numeric code: GDB 13 takes no text from m (nor from x)
+    {"x1000,4", "E03"},
+    {"x0,0", "b"},       // nothing to read: GDB's empty x reply
     {"M1000,1:00", "E.No process."},
     {"X1000,1:a", "E.No process."},
     {"vCont;c", "E.No process."},

@@ -16,7 +16,7 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
   h.add_process(0x64);
   CHECK(h.request(SessionHarness::kGdbOffer) ==
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
-        "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
+        "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;binary-upload+;QCatchSyscalls+;QStartNoAckMode+;"
         "multiprocess+;fork-events+;vfork-events+;exec-events+;QNonStop+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
         "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadEvents+;no-resumed+;stepbranch+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"

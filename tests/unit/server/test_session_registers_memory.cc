@@ -154,14 +154,29 @@ TEST_CASE("memory: long replies are run-length encoded on the wire") {
   CHECK_FALSE(out.bad_checksum);
 }
 
-TEST_CASE("memory: x reads binary with '}' escapes") {
+TEST_CASE("memory: x reads binary with '}' escapes, after a 'b' for GDB") {
   Setup s;
   s.p.map_memory(0x3000, {0x23, 0x24, 0x7d, 0x2a, 0x41, 0x00});
+  // GDB 16.1 sends x before any qSupported said binary-upload+: GDB's format all the same.
   std::string reply = s.h.request("x3000,6");
-  CHECK(reply == std::string("}\x03}\x04}]}\x0a" "A\0", 10));
-  CHECK(fake::unescape(reply) == std::string("#$}*A\0", 6));
-  CHECK(s.h.request("x0,0") == "OK");  // LLDB's probe: binary reads work
+  CHECK(reply == std::string("b}\x03}\x04}]}\x0a" "A\0", 11));
+  CHECK(fake::unescape(reply.substr(1)) == std::string("#$}*A\0", 6));
+  CHECK(s.h.request("x0,0") == "b");
   CHECK(s.h.request("x2000,4") == "E05");
+  // GDB 16/17 offer error-message+ and get the reason; m as well.
+  s.h.request(std::string(SessionHarness::kGdbOffer) + ";error-message+");
+  CHECK(s.h.request("x2000,4") == "E.unmapped");
+  CHECK(s.h.request("m2000,4") == "E.unmapped");
+  CHECK(s.h.request("x3004,2") == std::string("bA\0", 3));
+}
+
+TEST_CASE("memory: x for LLDB is the bare data, and its probe x0,0 is OK") {
+  Setup s;
+  s.p.map_memory(0x3000, {0x23, 0x62, 0x41});
+  s.h.lldb_handshake();
+  CHECK(s.h.request("x0,0") == "OK");
+  CHECK(s.h.request("x3000,3") == "}\x03" "bA");  // a 'b' in the data is data
+  CHECK(s.h.request("x2000,4").rfind("E05", 0) == 0);
 }
 
 TEST_CASE("memory: M and X write, partial and unmapped writes are errors") {

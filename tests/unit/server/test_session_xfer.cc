@@ -257,3 +257,30 @@ TEST_CASE("btrace: bad requests and backend refusals") {
   p.fake_tracer.enable_error = backend::Error{EPERM, "Could not enable branch tracing: no perf."};
   CHECK(h.request("Qbtrace:bts") == "E.Could not enable branch tracing: no perf.");
 }
+
+TEST_CASE("btrace: GDB 15's PT options are set for the next enable and reported as recorded") {
+  SessionHarness h;
+  auto& p = h.add_process(0x64);
+  auto& tracer = p.fake_tracer;
+  // As GDB 16/17 send them (the value in quotes); gdbserver matches the value's start.
+  CHECK(h.request("Qbtrace-conf:pt:ptwrite=\"yes\"") == "OK");
+  CHECK(tracer.pt_requested.ptwrite);
+  CHECK_FALSE(tracer.pt_requested.event_tracing);
+  CHECK(h.request("Qbtrace-conf:pt:event-tracing=\"yes\"") == "OK");
+  CHECK(tracer.pt_requested.ptwrite);  // the other option keeps its value
+  CHECK(tracer.pt_requested.event_tracing);
+  CHECK(h.request("Qbtrace-conf:pt:event-tracing=\"no\"") == "OK");
+  CHECK_FALSE(tracer.pt_requested.event_tracing);
+  CHECK(h.request("Qbtrace-conf:pt:ptwrite=yes") == "E.Bad ptwrite value.");
+  CHECK(h.request("Qbtrace-conf:pt:event-tracing=") == "E.Bad event-tracing value.");
+  CHECK(h.request("Qbtrace-conf:bts:ptwrite=\"yes\"") == "E.Bad Qbtrace configuration option.");
+
+  // The recording's configuration says what the PMU turned on.
+  tracer.pt_on = backend::PtOptions{false, false};
+  CHECK(h.request("Qbtrace:pt") == "OK");
+  CHECK(h.request("qXfer:btrace-conf:read::0,fff") ==
+        "l<!DOCTYPE btrace-conf SYSTEM \"btrace-conf.dtd\">\n<btrace-conf version=\"1.0\">\n"
+        "<pt size=\"0x10000\" ptwrite=\"no\" event-tracing=\"no\"/>\n</btrace-conf>\n");
+  tracer.pt_on.ptwrite = true;
+  CHECK(h.request("qXfer:btrace-conf:read::0,fff").find("ptwrite=\"yes\"") != std::string::npos);
+}

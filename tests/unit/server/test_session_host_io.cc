@@ -1,0 +1,64 @@
+// Session, host I/O: vFile:stat and vFile:lstat (GDB 16/17) on real files, and qExecAndArgs
+// (GDB 18) before anything ran.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "protocol/fileio.h"
+#include "protocol/hex.h"
+#include "tests/unit/server/session_harness.h"
+
+using fake::SessionHarness;
+
+namespace {
+
+std::string hex(const std::string& s) { return protocol::to_hex(std::string_view(s)); }
+
+// "F40;" + the escaped 64-byte fio_stat of `st`.
+std::string stat_reply(const struct stat& st) {
+  return "F40;" + protocol::escape_binary(protocol::encode_fio_stat(st));
+}
+
+}  // namespace
+
+TEST_CASE("host io: vFile:stat follows a symbolic link, vFile:lstat does not") {
+  char dir[] = "/tmp/bs_hostio_XXXXXX";
+  REQUIRE(::mkdtemp(dir));
+  std::string file = std::string(dir) + "/file", link = std::string(dir) + "/link";
+  FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f);
+  std::fputs("twelve bytes", f);
+  std::fclose(f);
+  REQUIRE(::symlink("file", link.c_str()) == 0);
+  struct stat of_file {}, of_link {};
+  REQUIRE(::stat(file.c_str(), &of_file) == 0);
+  REQUIRE(::lstat(link.c_str(), &of_link) == 0);
+
+  SessionHarness h;
+  h.gdb_handshake();
+  CHECK(h.request("vFile:stat:" + hex(link)) == stat_reply(of_file));
+  CHECK(h.request("vFile:lstat:" + hex(link)) == stat_reply(of_link));
+  CHECK(h.request("vFile:lstat:" + hex(file)) == stat_reply(of_file));
+  // The size field (offset 28, 8 bytes big-endian) of the file through the link: 12.
+  std::string fio = protocol::unescape_binary(h.request("vFile:stat:" + hex(link)).substr(4));
+  REQUIRE(fio.size() == 64);
+  CHECK(fio.substr(28, 8) == std::string("\0\0\0\0\0\0\0\x0c", 8));
+  // Failures carry GDB's fileio errno: ENOENT 2, ENOTDIR 20.
+  CHECK(h.request("vFile:stat:" + hex(std::string(dir) + "/none")) == "F-1,2");
+  CHECK(h.request("vFile:lstat:" + hex(file + "/below")) == "F-1,14");
+  CHECK(h.request("vFile:stat:zz") == "E.vFile:stat: bad arguments");
+
+  ::unlink(link.c_str());
+  ::unlink(file.c_str());
+  ::rmdir(dir);
+}
+
+TEST_CASE("host io: qExecAndArgs says U while nothing was run") {
+  SessionHarness h;
+  h.gdb_handshake();
+  CHECK(h.request("qExecAndArgs") == "U");
+}
