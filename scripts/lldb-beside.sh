@@ -120,15 +120,17 @@ if [[ $mode == swap ]]; then
 fi
 
 # ------------------------------------------------------------------ unpack mode (default)
+stampname=.branchstub-lldb$ver
 if [[ -z $prefix ]]; then
-  if { [[ -d /opt/lldb$ver ]] && [[ -w /opt/lldb$ver ]]; } || { [[ ! -e /opt/lldb$ver ]] && [[ -w /opt ]]; }; then
-    prefix=/opt/lldb$ver
-  else
-    prefix=${XDG_CACHE_HOME:-$HOME/.cache}/branchstub/lldb$ver
+  opt=/opt/lldb$ver
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/branchstub/lldb$ver
+  if [[ -f $opt/$stampname ]]; then prefix=$opt          # set up already (maybe by root)
+  elif [[ -f $cache/$stampname ]]; then prefix=$cache
+  elif { [[ -d $opt ]] && [[ -w $opt ]]; } || { [[ ! -e $opt ]] && [[ -w /opt ]]; }; then prefix=$opt
+  else prefix=$cache
   fi
 fi
 case "$prefix" in /*) ;; *) prefix=$root/$prefix ;; esac
-stampname=.branchstub-lldb$ver
 stamp=$prefix/$stampname
 wrapper=$prefix/bin/lldb-$ver
 lib=$prefix/usr/lib
@@ -140,6 +142,9 @@ if [[ $check_only == 1 ]]; then
   exit 0
 fi
 
+# Set up unless the stamp says it is done (then the prefix may even be read-only): download,
+# unpack, write the wrappers and fix the Python paths, inside $prefix only.
+if [[ $refresh == 1 ]] || [[ ! -f $stamp ]] || [[ ! -x $wrapper ]] || [[ ! -x $llvmbin/lldb ]]; then
 command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
   die "needs apt-get and dpkg-deb (Debian/Ubuntu)"
 mkdir -p "$prefix"
@@ -230,24 +235,22 @@ fi
 # liblldb links: /usr), whatever python3 happens to be first in PATH (pyenv, venv).
 mkdir -p "$prefix/bin"
 pyline=""   # Python modules that had to be unpacked too (python3-six for LLDB 14)
-[[ -d $lib/python3/dist-packages ]] &&
+[[ -f $lib/python3/dist-packages/six.py ]] &&
   pyline="export PYTHONPATH=\"$lib/python3/dist-packages\${PYTHONPATH:+:\$PYTHONPATH}\""
-wrappers=()
 for tool in lldb lldb-dap lldb-vscode lldb-server; do
   [[ -x $llvmbin/$tool ]] || continue
   w=$prefix/bin/$tool-$ver
   cat >"$w.tmp" <<EOF
 #!/bin/sh
 # LLDB $ver unpacked (not installed) by scripts/lldb-beside.sh.
-export LD_LIBRARY_PATH="$lib/$triplet\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$lib/$triplet:$prefix/lib/$triplet\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PYTHONHOME=/usr
 $pyline
 exec "$llvmbin/$tool" "\$@"
 EOF
   chmod 755 "$w.tmp"
   mv -f "$w.tmp" "$w"
-  wrappers+=("$w")
-  missing=$(env LD_LIBRARY_PATH="$lib/$triplet" ldd "$llvmbin/$tool" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  missing=$(env LD_LIBRARY_PATH="$lib/$triplet:$prefix/lib/$triplet" ldd "$llvmbin/$tool" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
   [[ -z $missing ]] || die "libraries not found for $tool-$ver: $missing(install their packages, or unpack them into $prefix)"
 done
 
@@ -272,6 +275,8 @@ if [[ -n $so ]] && [[ ! -e $so ]]; then
   ln -sfn "$lib/$triplet/liblldb-$ver.so.1" "$so"
 fi
 
+fi
+
 version=$("$wrapper" --version | head -1)
 [[ $version == "lldb version $ver."* ]] || die "unexpected: $wrapper --version says '$version'"
 pyok=$("$wrapper" --no-lldbinit -b -o 'script import lldb; print("PYOK", lldb.SBDebugger.GetVersionString())' 2>&1 |
@@ -282,7 +287,7 @@ pyok=$("$wrapper" --no-lldbinit -b -o 'script import lldb; print("PYOK", lldb.SB
 }
 [[ -f $stamp.tmp ]] && mv -f "$stamp.tmp" "$stamp"
 [[ -f $stamp ]] || "$wrapper" --version | head -1 >"$stamp"
-say "$version (Python OK) via ${wrappers[*]}"
+say "$version (Python OK) via $(echo "$prefix"/bin/*-"$ver")"
 [[ $setup_only == 1 ]] && exit 0
 dap=""
 [[ -x $prefix/bin/lldb-dap-$ver ]] && dap=$prefix/bin/lldb-dap-$ver
