@@ -71,8 +71,10 @@ class DapSession:
         self._eof = False
         self._sent = []
         self.stderr = b""
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._threads = [threading.Thread(target=self._read, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]
+        for t in self._threads:
+            t.start()
 
     # -------------------------------------------------------------- transport
 
@@ -210,6 +212,8 @@ class DapSession:
                         pass
                     if self.wait_exit(3) is not None:
                         break
+        for t in self._threads:      # they end at EOF; never close a pipe under a reader
+            t.join(3)
         for f in (self.proc.stdout, self.proc.stderr):
             try:
                 f.close()
