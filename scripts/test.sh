@@ -115,7 +115,8 @@ if [[ $build_ok == 1 ]]; then
   run_stage "unit tests (ctest)" "${UNIT_TIMEOUT:-300}" \
     bash -c 'cd "$1" && ctest --output-on-failure' _ "$build_dir"
 
-  # 4. integration suite (real gdb / lldb-16 against the real server)
+  # 4. integration suite (real gdb, lldb-16, and lldb-19 / lldb-dap-19 where setup-deps
+  #    unpacked them, against the real server)
   if compgen -G "tests/integration/test_*.py" >/dev/null; then
     # shellcheck disable=SC2086
     BRANCHSTUB_BUILD=$build_dir run_stage "integration (pytest)" "${INTEGRATION_TIMEOUT:-600}" \

@@ -77,3 +77,16 @@ def mi():
     yield start
     for s in sessions:
         s.close()
+
+
+@pytest.fixture(params=["lldb", "lldb19"])
+def lldb_bin(request):
+    """The LLDB a CLI test drives: the default one (lldb-16, or BRANCHSTUB_LLDB), and LLDB 19
+    where it is installed or unpacked beside (skipped, with the way to get it, elsewhere)."""
+    if request.param == "lldb":
+        return harness.LLDB
+    if not harness.LLDB19:
+        pytest.skip("no lldb-19: " + harness.LLDB19_HOWTO)
+    if os.path.realpath(harness.LLDB19) == os.path.realpath(harness.LLDB):
+        pytest.skip("BRANCHSTUB_LLDB is already LLDB 19 (run as the [lldb] case)")
+    return harness.LLDB19

@@ -1,5 +1,5 @@
-"""Helpers for the integration tests: the server under test, real gdb / lldb-16 batch
-sessions, the inferiors, and a tiny raw RSP client.
+"""Helpers for the integration tests: the server under test, real gdb / lldb-16 / lldb-19
+batch sessions, the inferiors, and a tiny raw RSP client.
 
 Environment:
   BRANCHSTUB_BUILD   build directory (default /work/main/build); inferiors in <build>/inferiors
@@ -8,6 +8,9 @@ Environment:
   BRANCHSTUB_TEST_SERVER  the test build of the server (default <build>/tests/branchstub-testfeeds):
                      branchstub plus the TEST ONLY --test-* options (tests/support), which the
                      shipped binary does not have; Server() runs it for a test that passes one.
+  BRANCHSTUB_LLDB    the LLDB of the LLDB tests (default lldb-16); BRANCHSTUB_LLDB19 and
+                     BRANCHSTUB_LLDB_DAP: LLDB 19 and lldb-dap-19 (default: installed, else where
+                     scripts/lldb-beside.sh 19 unpacked them); their tests skip when they are absent.
   BRANCHSTUB_SERVER_ARGS  options put first on every server command line (space-separated),
                      e.g. "--btrace-source=patch" to run the btrace tests on that source; one
                      a test gives itself (same --name) wins.
@@ -35,6 +38,30 @@ TEST_SERVER = os.environ.get("BRANCHSTUB_TEST_SERVER", os.path.join(BUILD, "test
 GDBSERVER = shutil.which("gdbserver") or "/usr/bin/gdbserver"
 GDB = shutil.which("gdb") or "/usr/bin/gdb"
 LLDB = os.environ.get("BRANCHSTUB_LLDB") or shutil.which("lldb-16") or "/usr/bin/lldb-16"
+
+
+def lldb_beside(tool, version):
+    """An LLDB tool of another version (tool-VERSION, e.g. lldb-dap-19): installed, else
+    unpacked beside lldb-16 by scripts/lldb-beside.sh (in $LLDB<V>_PREFIX, /opt/lldb<V> or
+    ~/.cache/branchstub/lldb<V>); None when there is none."""
+    name = "%s-%s" % (tool, version)
+    prefixes = [os.environ.get("LLDB%s_PREFIX" % version), "/opt/lldb%s" % version,
+                os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                             "branchstub", "lldb%s" % version)]
+    found = shutil.which(name)
+    for prefix in prefixes:
+        if found:
+            break
+        path = os.path.join(prefix, "bin", name) if prefix else None
+        if path and os.access(path, os.X_OK):
+            found = path
+    return found
+
+
+# LLDB 19 and its Debug Adapter Protocol server (what VS Code's "LLDB DAP" extension runs).
+LLDB19 = os.environ.get("BRANCHSTUB_LLDB19") or lldb_beside("lldb", 19)
+LLDB_DAP = os.environ.get("BRANCHSTUB_LLDB_DAP") or lldb_beside("lldb-dap", 19)
+LLDB19_HOWTO = "bash scripts/lldb-beside.sh 19 --setup-only (scripts/setup-deps.sh does it)"
 INFERIOR_SRC = os.path.join(REPO, "tests", "inferiors")
 GDB_SCRIPT = os.path.join(REPO, "scripts", "gdb", "branchstub.py")
 LLDB_SCRIPT = os.path.join(REPO, "scripts", "lldb", "branchstub_lldb.py")
@@ -474,8 +501,9 @@ def gdb_remote(server, cmds, prog=None, timeout=60, extended=False, pre=(), **kw
                timeout=timeout, **kw)
 
 
-def lldb(cmds, timeout=60, script_file=None):
-    argv = [LLDB, "--no-lldbinit", "-b"]
+def lldb(cmds, timeout=60, script_file=None, binary=None):
+    """lldb -b with -o commands; `binary` another LLDB than LLDB (e.g. LLDB19)."""
+    argv = [binary or LLDB, "--no-lldbinit", "-b"]
     for c in cmds:
         argv += ["-o", c]
     return _run(argv, timeout)
