@@ -119,7 +119,7 @@ if [[ $build_ok == 1 ]]; then
   #    unpacked them, against the real server)
   if compgen -G "tests/integration/test_*.py" >/dev/null; then
     # shellcheck disable=SC2086
-    BRANCHSTUB_BUILD=$build_dir run_stage "integration (pytest)" "${INTEGRATION_TIMEOUT:-600}" \
+    BRANCHSTUB_BUILD=$build_dir run_stage "integration (pytest)" "${INTEGRATION_TIMEOUT:-900}" \
       /usr/bin/python3 -m pytest -q tests/integration ${PYTEST_ARGS:-}
   else
     skip_stage "integration (pytest)" "no tests/integration/test_*.py yet"
