@@ -5,22 +5,27 @@
 #   bash scripts/setup-deps.sh --no-kmod  # skip the kernel-module test packages
 #                                         # (linux-headers, qemu, busybox, cpio)
 #   bash scripts/setup-deps.sh --no-lldb19  # skip LLDB 19 / lldb-dap-19
+#   bash scripts/setup-deps.sh --no-cdt     # skip Eclipse CDT's GDB debug adapter (npm)
 #
 # Run it as root (or with sudo available). It is idempotent: when every package is
 # already installed (checked with dpkg -s) it does not touch apt at all. LLDB 19 (the LLDB 19
 # tests and lldb-dap-19) cannot be installed next to lldb-16 (their Python packages
 # conflict), so scripts/lldb-beside.sh 19 unpacks it under /opt/lldb19 (or
-# ~/.cache/branchstub/lldb19), once: later runs find it there and download nothing.
+# ~/.cache/branchstub/lldb19), once: later runs find it there and download nothing. The IDE
+# tests' debug adapter (cdt-gdb-adapter) comes from npm's registry the same way, once, by
+# scripts/cdt-gdb-adapter.sh (node and npm from Debian when the machine has none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_kmod=1
 want_lldb19=1
+want_cdt=1
 for arg in "$@"; do
   case "$arg" in
     --no-kmod|--skip-kmod) want_kmod=0 ;;
     --no-lldb19) want_lldb19=0 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-cdt) want_cdt=0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup-deps: unknown option: $arg" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +51,12 @@ installed() {
   [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
 }
 
+need_cdt=0
+if [[ $want_cdt == 1 ]] && ! bash scripts/cdt-gdb-adapter.sh --check >/dev/null 2>&1; then
+  need_cdt=1
+  command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   installed "$p" || missing+=("$p")
@@ -59,9 +70,10 @@ lldb19_ready() {
 need_lldb19=0
 [[ $want_lldb19 == 1 ]] && ! lldb19_ready && need_lldb19=1
 
-if [[ ${#missing[@]} -eq 0 ]] && [[ $need_lldb19 == 0 ]]; then
+if [[ ${#missing[@]} -eq 0 ]] && [[ $need_lldb19 == 0 ]] && [[ $need_cdt == 0 ]]; then
   ready=""
   [[ $want_lldb19 == 1 ]] && ready=", LLDB 19 ready"
+  [[ $want_cdt == 1 ]] && ready="$ready, cdt-gdb-adapter ready"
   echo "setup-deps: all ${#packages[@]} packages already installed$ready; nothing to do."
   exit 0
 fi
@@ -104,5 +116,9 @@ if [[ $need_lldb19 == 1 ]]; then
     echo "setup-deps: + bash scripts/lldb-beside.sh 19 --setup-only"
     bash scripts/lldb-beside.sh 19 --setup-only
   fi
+fi
+if [[ $need_cdt == 1 ]]; then
+  echo "setup-deps: + bash scripts/cdt-gdb-adapter.sh --setup-only"
+  bash scripts/cdt-gdb-adapter.sh --setup-only
 fi
 echo "setup-deps: done."
