@@ -196,11 +196,11 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
   if (result < 0 && nr != SYS_nanosleep && nr != SYS_clock_nanosleep) return out;
   uint64_t r = static_cast<uint64_t>(result);
   switch (nr) {
-    case SYS_read: case SYS_pread64: case SYS_getrandom: case SYS_getdents64: case SYS_readlink:
+    case SYS_read: case SYS_pread64: case SYS_getdents64: case SYS_readlink:
       add(args[1], r);
       break;
     case SYS_readlinkat: add(args[2], r); break;
-    case SYS_getcwd: add(args[0], r); break;
+    case SYS_getcwd: case SYS_getrandom: add(args[0], r); break;
     case SYS_readv: {
       // The result's bytes fill the iovecs in order.
       uint64_t left = r;
