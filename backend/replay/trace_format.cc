@@ -265,8 +265,8 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& dir)
     return Error{EEXIST, dir + " already holds a trace."};
   if (::mkdir((dir + "/files").c_str(), 0755) != 0 && errno != EEXIST) return errno_error("Cannot create " + dir + "/files");
   std::unique_ptr<TraceWriter> w(new TraceWriter(dir));
-  w->events_ = std::fopen((dir + "/events").c_str(), "wb");
-  w->data_ = std::fopen((dir + "/data").c_str(), "wb");
+  w->events_ = std::fopen((dir + "/events").c_str(), "wbe");
+  w->data_ = std::fopen((dir + "/data").c_str(), "wbe");
   if (!w->events_ || !w->data_) return errno_error("Cannot write in " + dir);
   return w;
 }
