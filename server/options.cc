@@ -17,6 +17,8 @@ constexpr const char* kUsage =
     "\tbranchstub [OPTIONS] --multi COMM\n"
     "\tbranchstub --probe\n"
     "\tbranchstub --selftest[=FILTER]\n"
+    "\tbranchstub record [-o DIR] PROG [ARGS ...]\n"
+    "\tbranchstub replay [OPTIONS] COMM [DIR]\n"
     "\tbranchstub --coverage FILE [--coverage-format=drcov|drcov3|lcov] [--svg[=FILE]] PROG [ARGS ...]\n"
     "\n"
     "COMM may either be a tty device (for serial debugging),\n"
@@ -48,7 +50,56 @@ std::optional<ListenAddress> parse_comm(const std::string& comm) {
   return address;
 }
 
+namespace {
+
+// branchstub record [-o DIR] PROG [ARGS...]
+std::variant<ServerOptions, EarlyExit> parse_record(int argc, const char* const* argv) {
+  ServerOptions options;
+  options.record = true;
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-o" || arg == "--output") {
+      if (i + 1 >= argc) return EarlyExit{1, "branchstub record: -o needs a directory.\n"};
+      options.record_dir = argv[++i];
+    } else if (arg.starts_with("--output=")) {
+      options.record_dir = arg.substr(9);
+    } else if (arg == "--") {
+      ++i;
+      break;
+    } else if (!arg.empty() && arg.front() == '-') {
+      return EarlyExit{1, fmt::format("branchstub record: unknown option {}\n", arg)};
+    } else {
+      break;
+    }
+  }
+  for (; i < argc; ++i) options.program.push_back(argv[i]);
+  if (options.program.empty()) return EarlyExit{1, std::string("branchstub record: no program to record.\n") + kUsage};
+  return options;
+}
+
+}  // namespace
+
 std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* const* argv, const OptionHook& extra) {
+  // The record and replay commands. COMM is HOST:PORT, :PORT, - or stdio, never a bare word, so
+  // these first words cannot be a COMM; `branchstub :PORT record` still runs a program "record".
+  if (argc > 1 && std::string(argv[1]) == "record") return parse_record(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "replay") {
+    std::vector<const char*> rest = {argv[0]};
+    for (int i = 2; i < argc; ++i) rest.push_back(argv[i]);
+    auto parsed = parse_command_line(static_cast<int>(rest.size()), rest.data(), extra);
+    if (auto* early = std::get_if<EarlyExit>(&parsed); early && early->text.find("no program to run") != std::string::npos) {
+      rest.push_back("");  // COMM alone: "" stands for the latest trace
+      parsed = parse_command_line(static_cast<int>(rest.size()), rest.data(), extra);
+    }
+    auto* options = std::get_if<ServerOptions>(&parsed);
+    if (!options) return parsed;
+    if (options->attach_pid || options->coverage_file || options->selftest || options->probe)
+      return EarlyExit{1, "branchstub replay: COMM [DIR] only (no --attach, --coverage, --probe, --selftest).\n"};
+    if (options->program.size() > 1) return EarlyExit{1, "branchstub replay: one trace directory at most.\n"};
+    options->replay_dir = options->program.empty() ? std::string() : options->program.front();
+    return parsed;
+  }
   // Options end at the first argument that is not one (COMM, or "-"); what follows COMM
   // belongs to the program and is never looked at. gdbserver's options whose syntax CLI11
   // does not have (--wrapper ... --, --disable-packet with or without a list, --selftest[=F],

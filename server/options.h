@@ -3,6 +3,9 @@
 //   branchstub [OPTIONS] --attach COMM PID     (or COMM --attach PID, gdbserver's old order)
 //   branchstub [OPTIONS] --multi COMM
 //   branchstub --selftest[=FILTER]
+//   branchstub record [-o DIR] PROG [ARGS...]  (runs PROG, writes a trace; no COMM, no client)
+//   branchstub replay [OPTIONS] COMM [DIR]     (serves the recorded program; DIR: latest trace)
+// "record"/"replay" as the first word are these commands: COMM is never a bare word there.
 //   branchstub --coverage FILE [--coverage-format=F] [--svg[=FILE]] PROG [ARGS...]
 //                                           (no COMM: records block coverage to exit, no client)
 // COMM is HOST:PORT, :PORT (127.0.0.1 only), or "-"/"stdio" for the protocol on stdin/stdout.
@@ -49,6 +52,11 @@ struct ServerOptions {
   std::optional<std::string> coverage_file;
   std::string coverage_format;          // "", drcov, drcov3, lcov
   std::optional<std::string> svg_file;  // --svg[=FILE]: a flame graph too (default FILE.svg)
+  // branchstub record [-o DIR] PROG ARGS: no COMM, no client (docs/record-replay.md).
+  bool record = false;
+  std::string record_dir;
+  // branchstub replay [OPTIONS] COMM [DIR]: the program launched (and run again) is DIR's.
+  std::optional<std::string> replay_dir;
 };
 
 // What main() should do instead of serving: print `text` (to stdout when code is 0) and exit.

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "backend/probe/probe.h"
+#include "backend/replay/recorder.h"
 #include "server/options.h"
 #include "server/selftest.h"
 #include "server/server.h"
@@ -21,6 +22,16 @@ int run_branchstub(int argc, const char* const* argv, const MainHooks& hooks) {
     auto summary = run_selftests(builtin_selftests(), options.selftest_filters);
     std::fputs(summary.output.c_str(), stderr);
     return summary.failed == 0 ? 0 : 1;
+  }
+  if (options.record) return backend::replay::record({options.record_dir, options.program});
+  if (options.replay_dir) {
+    if (options.replay_dir->empty()) options.replay_dir = backend::replay::latest_trace();
+    if (options.replay_dir->empty()) {
+      std::fprintf(stderr, "branchstub replay: no trace given and no latest trace in %s.\n",
+                   backend::replay::default_trace_root().c_str());
+      return 1;
+    }
+    options.program = {*options.replay_dir};  // what the server starts (and `run` starts again)
   }
   if (options.probe) {
     std::fputs(backend::format_probe(backend::run_probe()).c_str(), stdout);

@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include "backend/ptrace/launch.h"
+#include "backend/replay/replayer.h"
 
 namespace server {
 
@@ -10,7 +11,9 @@ backend::Result<pid_t> Server::launch(std::vector<std::string> argv) {
   last_run_ = argv;
   launch.argv = std::move(argv);
   if (!launch.argv.empty()) launch.argv.front() = backend::program_path(launch.argv.front());
-  auto process = backend::Process::launch(launch);
+  // Replay: whatever the client names, the recorded program starts again, as recorded.
+  auto process = options_.replay_dir ? backend::replay::launch_replay(*options_.replay_dir, launch)
+                                     : backend::Process::launch(launch);
   if (!process) return process.error();
   pid_t pid = (*process)->pid();
   add_process(std::move(*process));

@@ -53,6 +53,7 @@
 #include "backend/x86/block_cache.h"
 #include "backend/points/debug_registers.h"
 #include "backend/linux/linux_thread.h"
+#include "backend/linux/syscall_interceptor.h"
 #include "backend/ptrace/proc_memory.h"
 #include "backend/process.h"
 #include "backend/points/watch_emulator.h"
@@ -110,6 +111,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
     program_signals_set_ = true;
   }
   void set_catch_syscalls(bool on, std::set<int> syscalls) override;
+  // Record/replay: every syscall and signal goes through `hook` first (syscall_interceptor.h).
+  void set_syscall_interceptor(std::unique_ptr<SyscallInterceptor> hook) { interceptor_ = std::move(hook); }
   Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
   Result<void> set_siginfo(pid_t tid, std::span<const uint8_t> info) override;
 
@@ -283,6 +286,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   ProcMemory mem_;
   SoftwareBreakpoints breakpoints_;
   BreakpointConditions conditions_;
+  std::unique_ptr<SyscallInterceptor> interceptor_;  // replay's (set_syscall_interceptor)
   std::string console_output_;           // breakpoint commands' printf output, not yet taken
   std::optional<std::pair<pid_t, uint64_t>> pass_once_;  // start_deferred steps over this client int3
   DebugRegisters debug_;

@@ -188,6 +188,14 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
 }
 
 void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
+  if (interceptor_) {
+    std::string message;
+    if (interceptor_->take_signal(t.tid, sig, &message)) {  // replay emulated it (rdtsc)
+      if (!stopping()) proceed(t);
+      return;
+    }
+    console_output_ += message;
+  }
   // Signals to pass without telling the client are re-delivered at once.
   if (!pass_signals_.count(sig)) {
     t.last_signal = sig;

@@ -209,6 +209,11 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
                  : syscall_stops && (!single || t.in<run::WatchStep>() || lifted_syscall) ? long{PTRACE_SYSCALL}
                  : single ? long{PTRACE_SINGLESTEP}
                           : long{PTRACE_CONT};
+  // Under replay no syscall may run unseen: a continue, a step onto a syscall instruction and
+  // a step from a syscall's entry all go on to the next syscall stop.
+  if (interceptor_ && request != kPtraceSingleblock &&
+      (request == PTRACE_CONT || t.in_syscall || (request == PTRACE_SINGLESTEP && at_syscall(t.tid))))
+    request = PTRACE_SYSCALL;
   // Resumed from a syscall's entry stop with no syscall or step stop to come (the client no
   // longer catches syscalls): the instruction is done as far as the trace can tell.
   if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);

@@ -80,11 +80,21 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
     t.watch_hit = watch_.check(*t.watch_step, watch_reader_);
     t.watch_step.reset();
   }
+  if (interceptor_ && known) {
+    auto verdict = entry ? interceptor_->syscall_entry(t.tid) : interceptor_->syscall_exit(t.tid);
+    if (verdict.stop) {
+      console_output_ += verdict.message;
+      t.last_signal = SIGTRAP;
+      return report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+    }
+  }
   int nr = t.syscall_nr;
   bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
   if (!wanted) {
     if (stopping()) return;
-    if (finished_flow) return proceed(t);  // a traced thread plans its next block
+    // A traced thread plans its next block; under replay a step that ran into the syscall
+    // ends (or goes on) here.
+    if (finished_flow || (interceptor_ && !entry)) return proceed(t);
     resume_thread(t, 0);
     return;
   }

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -105,7 +106,7 @@ bool is_elf(const std::string& path) {
 
 std::vector<std::string> build_environment(const LaunchOptions& o) {
   std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = environ; e && *e && !o.exact_environment; ++e) {
     std::string kv = *e;
     size_t eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
@@ -138,6 +139,7 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
     int current = ::personality(0xffffffff);
     if (current != -1) ::personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE);
   }
+  if (o.trap_tsc) ::prctl(PR_SET_TSC, PR_TSC_SIGSEGV);
   if (o.stdio_is_protocol) {
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) {

@@ -20,6 +20,7 @@ LEVELS = [
     ("backend/btrace/", 3), ("backend/coverage/", 3), ("backend/probe/", 3),
     ("backend/", 4),
     ("backend/linux/", 5), ("backend/tls/", 5),
+    ("backend/replay/", 6),
 ]
 
 

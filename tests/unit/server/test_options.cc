@@ -231,3 +231,30 @@ TEST_CASE("the shipped parser knows no --test-* option; a hook takes its own bef
   auto help = parse({"--help"});
   CHECK(std::get<EarlyExit>(help).text.find("--test-") == std::string::npos);
 }
+
+TEST_CASE("record and replay commands; a program named record after COMM is a program") {
+  auto r = parse({"record", "-o", "/tmp/t", "./prog", "-o", "x"});
+  REQUIRE(std::holds_alternative<ServerOptions>(r));
+  auto& rec = std::get<ServerOptions>(r);
+  CHECK(rec.record);
+  CHECK(rec.record_dir == "/tmp/t");
+  CHECK(rec.program == std::vector<std::string>{"./prog", "-o", "x"});
+  auto plain = std::get<ServerOptions>(parse({"record", "prog"}));
+  CHECK(plain.record_dir.empty());
+  CHECK(std::holds_alternative<EarlyExit>(parse({"record"})));
+  CHECK(std::holds_alternative<EarlyExit>(parse({"record", "--bogus", "prog"})));
+
+  auto rp = std::get<ServerOptions>(parse({"replay", "--once", ":2345", "/tmp/t"}));
+  CHECK(rp.replay_dir == std::optional<std::string>("/tmp/t"));
+  CHECK(rp.once);
+  CHECK(rp.comm == ":2345");
+  auto latest = std::get<ServerOptions>(parse({"replay", ":2345"}));
+  CHECK(latest.replay_dir == std::optional<std::string>(""));  // the latest trace
+  CHECK(std::holds_alternative<EarlyExit>(parse({"replay", ":1", "a", "b"})));
+  CHECK(std::holds_alternative<EarlyExit>(parse({"replay", "--attach", ":1", "12"})));
+
+  auto program = std::get<ServerOptions>(parse({":2345", "record", "arg"}));
+  CHECK(!program.record);
+  CHECK(!program.replay_dir);
+  CHECK(program.program == std::vector<std::string>{"record", "arg"});
+}

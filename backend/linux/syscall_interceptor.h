@@ -1,0 +1,28 @@
+// Replay's hook into a LinuxProcess (backend/replay/replayer.h implements it): while one is
+// set, every system call of the program stops at its entry and at its exit (continues run
+// under PTRACE_SYSCALL, and a step onto a syscall instruction too) and is offered here, and so
+// is every signal. The process stays an ordinary inferior for the client otherwise.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace backend {
+
+class SyscallInterceptor {
+ public:
+  virtual ~SyscallInterceptor() = default;
+  // stop: the thread stops (the client sees SIGTRAP) and `message` goes to its console.
+  struct Verdict {
+    bool stop = false;
+    std::string message;
+  };
+  virtual Verdict syscall_entry(pid_t tid) = 0;
+  virtual Verdict syscall_exit(pid_t tid) = 0;
+  // A signal-delivery stop: true when the interceptor consumed the signal (an emulated rdtsc);
+  // otherwise the signal goes on as usual, and `message`, when set, to the client's console.
+  virtual bool take_signal(pid_t tid, int signo, std::string* message) = 0;
+};
+
+}  // namespace backend

@@ -1,0 +1,29 @@
+// What record and replay both do to the program at its exec stop, before its first
+// instruction, so that both runs start alike: the vDSO is hidden from glibc (AT_SYSINFO_EHDR
+// becomes AT_IGNORE in the auxiliary vector on the stack, so time functions make system calls
+// that are recorded), and AT_RANDOM's 16 bytes are read (record) or put back (replay).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/error.h"
+
+namespace backend::replay {
+
+struct ExecFacts {
+  std::vector<uint8_t> auxv;       // /proc/PID/auxv before the edit
+  uint64_t at_random_addr = 0;
+  std::vector<uint8_t> at_random;  // the bytes there
+};
+
+// pid is stopped at its exec (ptrace). `random`, when not empty, replaces AT_RANDOM's bytes.
+Result<ExecFacts> prepare_exec(pid_t pid, const std::vector<uint8_t>& random = {});
+
+// /proc/PID/<name> read whole (environ, auxv).
+Result<std::vector<uint8_t>> read_proc_file(pid_t pid, const std::string& name);
+
+}  // namespace backend::replay

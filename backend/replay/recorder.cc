@@ -1,0 +1,348 @@
+#include "backend/replay/recorder.h"
+
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <fcntl.h>
+
+#include <climits>
+#include <cstring>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "backend/ptrace/launch.h"
+#include "backend/ptrace/proc_memory.h"
+#include "backend/replay/exec_setup.h"
+#include "backend/replay/syscall_stop.h"
+#include "backend/replay/syscall_table.h"
+#include "backend/replay/trace_format.h"
+
+namespace backend::replay {
+
+std::string default_trace_root() {
+  if (const char* d = std::getenv("BRANCHSTUB_TRACE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/branchstub";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.local/share/branchstub";
+}
+
+std::string latest_trace() {
+  std::string link = default_trace_root() + "/latest-trace";
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  std::string target(buf, static_cast<size_t>(n));
+  return target.front() == '/' ? target : default_trace_root() + "/" + target;
+}
+
+namespace {
+
+constexpr int kCannotRecord = 125;
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+std::string new_trace_dir(const std::string& program) {
+  std::string root = default_trace_root();
+  make_dirs(root);
+  std::string base = program.substr(program.rfind('/') == std::string::npos ? 0 : program.rfind('/') + 1);
+  for (int n = 0;; ++n) {
+    std::string dir = fmt::format("{}/{}-{}", root, base, n);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return dir;
+  }
+}
+
+// A signal the program's own execution raises at the same point every run: a fault, or one
+// it sent itself with kill/tgkill/tkill (delivered as that syscall returns).
+bool deterministic_signal(const siginfo_t& si, pid_t pid, long last_nr) {
+  int sig = si.si_signo;
+  if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP) && si.si_code > 0)
+    return true;
+  bool self = (si.si_code == SI_USER || si.si_code == SI_TKILL) && si.si_pid == pid;
+  return self && (last_nr == SYS_kill || last_nr == SYS_tgkill || last_nr == SYS_tkill);
+}
+
+class Recorder {
+ public:
+  Recorder(pid_t pid, TraceWriter& writer, TraceHeader& header)
+      : pid_(pid), mem_(pid), writer_(writer), header_(header) {}
+
+  // Runs the program to its end; false (with `why_`) if something had to be refused.
+  bool run();
+  const std::string& why() const { return why_; }
+
+ private:
+  bool refuse(std::string why) {
+    why_ = std::move(why);
+    ::kill(pid_, SIGKILL);
+    int status;
+    while (::waitpid(pid_, &status, __WALL) == pid_ && !WIFEXITED(status) && !WIFSIGNALED(status)) {}
+    return false;
+  }
+  bool on_entry(const user_regs_struct& regs);
+  bool on_exit(const user_regs_struct& regs);
+  // Signal-delivery stop: the signal to deliver (0: none), or -1 when refused.
+  int on_signal(int sig);
+  bool emulate_rdtsc(const user_regs_struct& regs);
+
+  pid_t pid_;
+  ProcMemory mem_;
+  TraceWriter& writer_;
+  TraceHeader& header_;
+  std::vector<TraceEvent> events_;  // written at the end: an openat learns later that it was mapped
+  std::map<int, size_t> fd_open_;   // fd -> the openat event that made it
+  std::string why_;
+  TraceEvent pending_;              // the syscall between its entry and exit stops
+  bool in_syscall_ = false;
+  bool forced_enosys_ = false;
+  long last_nr_ = -1;
+  friend int replay::record(const RecordOptions&);
+};
+
+bool Recorder::on_entry(const user_regs_struct& regs) {
+  TraceEvent e;
+  e.kind = EventKind::Syscall;
+  e.nr = static_cast<int64_t>(regs.orig_rax);
+  e.pc = regs.rip;
+  uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
+  std::copy(args, args + 6, e.args);
+  auto policy = syscall_policy(e.nr, e.args, pid_);
+  if (policy.as == ReplayAs::Refuse)
+    return refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), regs.rip,
+                              events_.size(), policy.why));
+  forced_enosys_ = e.nr == SYS_rseq;  // kernel-written shared memory: the program does without
+  if (forced_enosys_) ::ptrace(PTRACE_POKEUSER, pid_, offsetof(user_regs_struct, orig_rax), static_cast<long>(-1));
+  last_nr_ = e.nr;
+  if (e.nr == SYS_exit || e.nr == SYS_exit_group) {  // no exit stop follows
+    events_.push_back(e);
+    return true;
+  }
+  pending_ = e;
+  in_syscall_ = true;
+  return true;
+}
+
+bool Recorder::on_exit(const user_regs_struct& regs) {
+  if (!in_syscall_) return true;  // execve's exit, right after the exec stop
+  in_syscall_ = false;
+  TraceEvent e = pending_;
+  e.result = static_cast<int64_t>(regs.rax);
+  if (forced_enosys_) {
+    e.result = -ENOSYS;
+    ::ptrace(PTRACE_POKEUSER, pid_, offsetof(user_regs_struct, rax), static_cast<long>(-ENOSYS));
+    forced_enosys_ = false;
+  }
+  auto reader = [&](uint64_t addr, void* out, size_t size) {
+    auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
+    return n && *n == size;
+  };
+  for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
+    std::vector<uint8_t> bytes(r.length);
+    if (!reader(r.addr, bytes.data(), bytes.size()))
+      return refuse(fmt::format("cannot read the {} bytes {} wrote at {:#x}", r.length, syscall_name(e.nr), r.addr));
+    e.writes.push_back(writer_.add_data(r.addr, bytes));
+  }
+  int fd = static_cast<int>(e.result);
+  if (e.nr == SYS_openat && e.result >= 0) fd_open_[fd] = events_.size();
+  if ((e.nr == SYS_dup || e.nr == SYS_dup2 || e.nr == SYS_dup3 ||
+       (e.nr == SYS_fcntl && (e.args[1] == F_DUPFD || e.args[1] == F_DUPFD_CLOEXEC))) && e.result >= 0) {
+    if (auto it = fd_open_.find(static_cast<int>(e.args[0])); it != fd_open_.end()) fd_open_[fd] = it->second;
+  }
+  if (e.nr == SYS_close && e.result == 0) fd_open_.erase(static_cast<int>(e.args[0]));
+  if (e.nr == SYS_mmap && !(e.args[3] & 0x20 /*MAP_ANONYMOUS*/) && e.result >= 0) {
+    int mapped_fd = static_cast<int>(e.args[4]);
+    auto it = fd_open_.find(mapped_fd);
+    if (it == fd_open_.end())
+      return refuse(fmt::format("mmap of file descriptor {}, which the program did not open itself (event {})",
+                                mapped_fd, events_.size()));
+    char path[PATH_MAX];
+    ssize_t n = ::readlink(fmt::format("/proc/{}/fd/{}", pid_, mapped_fd).c_str(), path, sizeof path - 1);
+    if (n <= 0) return refuse(fmt::format("cannot tell which file descriptor {} maps", mapped_fd));
+    auto index = writer_.add_file(std::string(path, static_cast<size_t>(n)), header_);
+    if (!index) return refuse(index.error().message);
+    e.mapped_file = *index;
+    events_[it->second].mapped_file = *index;
+  }
+  events_.push_back(e);
+  return true;
+}
+
+bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
+  uint8_t code[3] = {};
+  auto n = mem_.read(regs.rip, code);
+  if (!n || *n < 2 || code[0] != 0x0f) return false;
+  bool rdtscp = *n == 3 && code[1] == 0x01 && code[2] == 0xf9;
+  if (code[1] != 0x31 && !rdtscp) return false;
+  user_regs_struct out = regs;
+  unsigned aux = 0;
+  uint64_t tsc = rdtscp ? __rdtscp(&aux) : __rdtsc();
+  out.rax = tsc & 0xffffffffu;
+  out.rdx = tsc >> 32;
+  if (rdtscp) out.rcx = aux;
+  out.rip += rdtscp ? 3 : 2;
+  ::ptrace(PTRACE_SETREGS, pid_, nullptr, &out);
+  TraceEvent e;
+  e.kind = EventKind::Rdtsc;
+  e.pc = regs.rip;
+  e.nr = rdtscp ? 1 : 0;
+  e.args[0] = out.rax;
+  e.args[1] = out.rdx;
+  e.args[2] = out.rcx;
+  events_.push_back(e);
+  return true;
+}
+
+int Recorder::on_signal(int sig) {
+  siginfo_t si{};
+  ::ptrace(PTRACE_GETSIGINFO, pid_, nullptr, &si);
+  user_regs_struct regs{};
+  ::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs);
+  if (sig == SIGSEGV && si.si_code == SI_KERNEL && emulate_rdtsc(regs)) return 0;
+  if (!deterministic_signal(si, pid_, last_nr_)) {
+    refuse(fmt::format("the program received {} (asynchronous: si_code {}) at pc {:#x}, after event {}; delivering "
+                       "it at the same instruction in replay needs the exact branch count, which record does not "
+                       "take yet",
+                       sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : fmt::format("signal {}", sig),
+                       si.si_code, regs.rip, events_.size()));
+    return -1;
+  }
+  TraceEvent e;
+  e.kind = EventKind::Signal;
+  e.nr = sig;
+  e.pc = regs.rip;
+  e.args[0] = static_cast<uint64_t>(si.si_code);
+  events_.push_back(e);
+  return sig;
+}
+
+bool Recorder::run() {
+  int deliver = 0;
+  for (;;) {
+    if (::ptrace(PTRACE_SYSCALL, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(deliver))) != 0)
+      return refuse(fmt::format("ptrace: {}", std::strerror(errno)));
+    deliver = 0;
+    int status = 0;
+    if (::waitpid(pid_, &status, __WALL) < 0) {
+      if (errno == EINTR) continue;
+      return refuse(fmt::format("waitpid: {}", std::strerror(errno)));
+    }
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      TraceEvent e;
+      e.kind = EventKind::Exit;
+      e.nr = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      header_.exit_status = static_cast<int>(e.nr);
+      header_.complete = true;
+      events_.push_back(e);
+      return true;
+    }
+    if (!WIFSTOPPED(status)) continue;
+    int sig = WSTOPSIG(status);
+    if (sig == (SIGTRAP | 0x80)) {
+      user_regs_struct regs{};
+      ::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs);
+      bool entry = syscall_stop_is_entry(pid_, in_syscall_);
+      if (!(entry ? on_entry(regs) : on_exit(regs))) return false;
+      continue;
+    }
+    if (status >> 16 != 0) continue;  // a ptrace event stop (none is asked for)
+    deliver = on_signal(sig);
+    if (deliver < 0) return false;
+  }
+}
+
+}  // namespace
+
+int record(const RecordOptions& options) {
+  if (options.argv.empty()) {
+    std::fputs("branchstub record: no program to record.\n", stderr);
+    return kCannotRecord;
+  }
+  std::string dir = absolute(options.dir.empty() ? new_trace_dir(options.argv.front()) : options.dir);
+  auto writer = TraceWriter::create(dir);
+  if (!writer) {
+    std::fprintf(stderr, "branchstub record: %s\n", writer.error().message.c_str());
+    return kCannotRecord;
+  }
+  LaunchOptions launch;
+  launch.argv = options.argv;
+  launch.startup_with_shell = false;  // the shell would add to the environment and exec twice
+  launch.disable_randomization = true;
+  launch.trap_tsc = true;
+  auto pid = launch_traced(launch);
+  if (!pid) {
+    std::fprintf(stderr, "branchstub record: %s\n", pid.error().message.c_str());
+    return kCannotRecord;
+  }
+  ::ptrace(PTRACE_SETOPTIONS, *pid, nullptr,
+           reinterpret_cast<void*>(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC));
+  TraceHeader header;
+  header.argv = options.argv;
+  header.pid = *pid;
+  char cwd[PATH_MAX];
+  header.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "";
+  if (auto env = read_proc_file(*pid, "environ")) {
+    std::string all(env->begin(), env->end());
+    for (size_t at = 0; at < all.size();) {
+      size_t end = all.find('\0', at);
+      if (end == std::string::npos) end = all.size();
+      if (end > at) header.env.push_back(all.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink(fmt::format("/proc/{}/exe", *pid).c_str(), exe, sizeof exe - 1);
+  header.exe = n > 0 ? std::string(exe, static_cast<size_t>(n)) : options.argv.front();
+  header.exe_hash = hash_file(header.exe).ok() ? *hash_file(header.exe) : 0;
+  auto facts = prepare_exec(*pid);
+  if (!facts) {
+    ::kill(*pid, SIGKILL);
+    std::fprintf(stderr, "branchstub record: %s\n", facts.error().message.c_str());
+    return kCannotRecord;
+  }
+  header.auxv = facts->auxv;
+  header.at_random = facts->at_random;
+
+  Recorder recorder(*pid, **writer, header);
+  bool ok = recorder.run();
+  for (auto& e : recorder.events_) (void)(*writer)->add_event(std::move(e));
+  if (!ok) {
+    std::fprintf(stderr,
+                 "branchstub record: refused: %s.\nbranchstub record: the program was stopped; %s holds no "
+                 "replayable trace (docs/record-replay.md says what is supported).\n",
+                 recorder.why().c_str(), dir.c_str());
+    return kCannotRecord;
+  }
+  if (auto done = (*writer)->finish(header); !done) {
+    std::fprintf(stderr, "branchstub record: %s\n", done.error().message.c_str());
+    return kCannotRecord;
+  }
+  // latest-trace beside the default traces names this one.
+  std::string link = default_trace_root() + "/latest-trace";
+  make_dirs(default_trace_root());
+  ::unlink(link.c_str());
+  (void)::symlink(dir.c_str(), link.c_str());
+  std::fprintf(stderr, "branchstub record: %llu events; trace in %s\n",
+               static_cast<unsigned long long>(header.event_count), dir.c_str());
+  return header.exit_status >= 0 ? header.exit_status : 128 - header.exit_status;
+}
+
+}  // namespace backend::replay

@@ -1,0 +1,245 @@
+#include "backend/replay/replayer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#include <cstddef>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "backend/linux/linux_process.h"
+#include "backend/ptrace/proc_memory.h"
+#include "backend/replay/exec_setup.h"
+#include "backend/replay/syscall_table.h"
+#include "backend/replay/trace_format.h"
+
+namespace backend::replay {
+
+namespace {
+
+std::string describe_call(long nr, const uint64_t args[6]) {
+  std::string out = syscall_name(nr) + "(";
+  for (int i = 0; i < syscall_arg_count(nr); ++i) out += fmt::format("{}{:#x}", i ? ", " : "", args[i]);
+  return out + ")";
+}
+
+std::string describe(const TraceEvent& e) {
+  switch (e.kind) {
+    case EventKind::Syscall: return fmt::format("{} at pc {:#x}", describe_call(e.nr, e.args), e.pc);
+    case EventKind::Rdtsc: return fmt::format("rdtsc at pc {:#x}", e.pc);
+    case EventKind::Signal: return fmt::format("signal {} at pc {:#x}", e.nr, e.pc);
+    case EventKind::Exit: return fmt::format("the program's end (status {})", e.nr);
+  }
+  return "?";
+}
+
+class Replayer final : public SyscallInterceptor {
+ public:
+  Replayer(TraceReader trace, pid_t pid) : trace_(std::move(trace)), pid_(pid), mem_(pid) {}
+
+  Verdict syscall_entry(pid_t tid) override;
+  Verdict syscall_exit(pid_t tid) override;
+  bool take_signal(pid_t tid, int signo, std::string* message) override;
+
+ private:
+  const TraceEvent* next() const {
+    return cursor_ < trace_.events().size() ? &trace_.events()[cursor_] : nullptr;
+  }
+  // The first divergence: said once, with the event's position; afterwards every syscall
+  // stops again (the program cannot go on as recorded).
+  Verdict diverge(pid_t tid, std::string what) {
+    skip(tid);
+    diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: {}\n", cursor_,
+                            trace_.events().size(), what);
+    std::fputs(diverged_.c_str(), stderr);
+    return {true, diverged_};
+  }
+  void skip(pid_t tid) {  // the syscall at its entry stop does not run
+    ::ptrace(PTRACE_POKEUSER, tid, offsetof(user_regs_struct, orig_rax), static_cast<long>(-1));
+  }
+
+  TraceReader trace_;
+  pid_t pid_;
+  ProcMemory mem_;
+  size_t cursor_ = 0;
+  std::string diverged_;
+  // Between a syscall's entry and exit stops.
+  const TraceEvent* current_ = nullptr;
+  ReplayAs as_ = ReplayAs::Emulate;
+  user_regs_struct saved_{};           // registers to put back (rewritten arguments)
+  uint64_t scratch_ = 0;               // where a path was written below the stack
+  std::vector<uint8_t> scratch_saved_;
+};
+
+SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
+  current_ = nullptr;
+  user_regs_struct regs{};
+  ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  long nr = static_cast<long>(regs.orig_rax);
+  uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
+  if (!diverged_.empty()) {
+    skip(tid);
+    return {true, "branchstub replay: the replay diverged earlier; the program cannot go on as recorded.\n"};
+  }
+  std::string seen = fmt::format("{} at pc {:#x}", describe_call(nr, args), regs.rip);
+  const TraceEvent* e = next();
+  if (!e) return diverge(tid, "the trace has no more events; saw " + seen);
+  if (e->kind != EventKind::Syscall) return diverge(tid, "expected " + describe(*e) + ", saw " + seen);
+  bool same = e->nr == nr && e->pc == regs.rip;
+  for (int i = 0; same && i < syscall_arg_count(nr); ++i) same = e->args[i] == args[i];
+  if (!same) return diverge(tid, "expected " + describe(*e) + ", saw " + seen);
+  as_ = syscall_policy(nr, args, trace_.header().pid).as;
+  saved_ = regs;
+  current_ = e;
+  user_regs_struct changed = regs;
+  switch (as_) {
+    case ReplayAs::OpenFile: {
+      if (e->result < 0) {
+        as_ = ReplayAs::Emulate;
+        skip(tid);
+        break;
+      }
+      // An open of the trace's copy of a file the program maps, else of /dev/null: the
+      // descriptor gets the recorded number and mmap finds the recorded bytes.
+      std::string path = e->mapped_file >= 0 ? trace_.file_copy_path(e->mapped_file) : "/dev/null";
+      scratch_ = (regs.rsp - 4096 - path.size() - 1) & ~uint64_t{15};
+      scratch_saved_.assign(path.size() + 1, 0);
+      (void)mem_.read(scratch_, scratch_saved_);
+      std::vector<uint8_t> bytes(path.begin(), path.end());
+      bytes.push_back(0);
+      (void)mem_.write(scratch_, bytes);
+      changed.rsi = scratch_;
+      changed.rdx = O_RDONLY | (regs.rdx & O_CLOEXEC);
+      break;
+    }
+    case ReplayAs::SignalSelf:
+      changed.rdi = static_cast<uint64_t>(pid_);
+      if (nr == SYS_tgkill) changed.rsi = static_cast<uint64_t>(pid_);
+      break;
+    case ReplayAs::Emulate:
+      skip(tid);
+      changed.orig_rax = static_cast<uint64_t>(-1);
+      break;
+    default:
+      break;
+  }
+  if (as_ == ReplayAs::OpenFile || as_ == ReplayAs::SignalSelf) ::ptrace(PTRACE_SETREGS, tid, nullptr, &changed);
+  if (nr == SYS_exit || nr == SYS_exit_group) {  // no exit stop follows
+    ++cursor_;
+    current_ = nullptr;
+  }
+  return {};
+}
+
+SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
+  const TraceEvent* e = current_;
+  current_ = nullptr;
+  if (!e) return {};  // execve's exit at the start, or after a divergence
+  user_regs_struct regs{};
+  ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  int64_t got = static_cast<int64_t>(regs.rax);
+  user_regs_struct out = saved_;  // arguments as the program set them
+  out.rip = regs.rip;
+  out.rcx = regs.rcx;
+  out.r11 = regs.r11;
+  out.rax = static_cast<uint64_t>(got);
+  std::string mismatch;
+  switch (as_) {
+    case ReplayAs::Emulate:
+      for (const auto& w : e->writes) {
+        auto bytes = trace_.bytes(w);
+        if (!bytes || !mem_.write(w.addr, *bytes))
+          mismatch = fmt::format("cannot put the recorded {} bytes at {:#x}", w.length, w.addr);
+      }
+      out.rax = static_cast<uint64_t>(e->result);
+      break;
+    case ReplayAs::OpenFile:
+      (void)mem_.write(scratch_, scratch_saved_);
+      [[fallthrough]];
+    case ReplayAs::Execute:
+    case ReplayAs::SignalSelf:
+      if (got != e->result) mismatch = fmt::format("it returned {:#x} in replay, {:#x} when recorded", got, e->result);
+      break;
+    case ReplayAs::ExecuteAnyResult:
+      out.rax = static_cast<uint64_t>(e->result);
+      break;
+    default:
+      break;
+  }
+  // What ran for real keeps the kernel's registers (rt_sigreturn's restored context above all).
+  if (as_ != ReplayAs::Execute && as_ != ReplayAs::ExecuteUnchecked) ::ptrace(PTRACE_SETREGS, tid, nullptr, &out);
+  if (!mismatch.empty()) return diverge(tid, describe(*e) + ": " + mismatch);
+  ++cursor_;
+  return {};
+}
+
+bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
+  siginfo_t si{};
+  ::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
+  user_regs_struct regs{};
+  ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  const TraceEvent* e = next();
+  if (signo == SIGSEGV && si.si_code == SI_KERNEL && e && e->kind == EventKind::Rdtsc && e->pc == regs.rip) {
+    regs.rax = e->args[0];
+    regs.rdx = e->args[1];
+    if (e->nr == 1) regs.rcx = e->args[2];
+    regs.rip += e->nr == 1 ? 3 : 2;
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+    ++cursor_;
+    return true;
+  }
+  if (e && e->kind == EventKind::Signal && e->nr == signo) {
+    ++cursor_;
+    return false;
+  }
+  if (diverged_.empty()) {
+    diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: expected {}, saw signal {} at pc {:#x}\n",
+                            cursor_, trace_.events().size(), e ? describe(*e) : "nothing more", signo, regs.rip);
+    std::fputs(diverged_.c_str(), stderr);
+    *message = diverged_;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const LaunchOptions& base) {
+  auto trace = TraceReader::open(dir);
+  if (!trace) return trace.error();
+  const TraceHeader& h = trace->header();
+  if (!h.complete) return Error{EINVAL, dir + ": the recording did not finish; it cannot be replayed."};
+  if (auto hash = hash_file(h.exe); !hash || *hash != h.exe_hash)
+    return Error{EINVAL, fmt::format("{} changed (or is gone) since it was recorded in {}.", h.exe, dir)};
+  for (size_t i = 0; i < h.files.size(); ++i) {
+    auto hash = hash_file(trace->file_copy_path(static_cast<int>(i)));
+    if (!hash || *hash != h.files[i].hash)
+      return Error{EINVAL, fmt::format("the trace's copy of {} is damaged or gone.", h.files[i].path)};
+  }
+  LaunchOptions launch = base;
+  launch.argv = h.argv;
+  launch.wrapper.clear();
+  launch.startup_with_shell = false;
+  launch.disable_randomization = true;
+  launch.trap_tsc = true;
+  launch.working_dir = h.cwd;
+  launch.exact_environment = true;
+  launch.env_set.clear();
+  launch.env_unset.clear();
+  for (const auto& kv : h.env) {
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) launch.env_set[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto process = LinuxProcess::launch_process(launch);
+  if (!process) return process.error();
+  pid_t pid = (*process)->pid();
+  auto facts = prepare_exec(pid, h.at_random);
+  if (!facts) return facts.error();
+  (*process)->set_syscall_interceptor(std::make_unique<Replayer>(std::move(*trace), pid));
+  return std::unique_ptr<Process>(std::move(*process));
+}
+
+}  // namespace backend::replay

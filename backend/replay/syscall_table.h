@@ -1,0 +1,48 @@
+// Which system calls a recording may hold, how the replay treats each, and which memory each
+// one writes (x86-64 numbers). Pure: no ptrace; the recorder and the replayer apply it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace backend::replay {
+
+enum class ReplayAs {
+  Emulate,        // not run again: the recorded result and memory are put in place
+  Execute,        // run again (it shapes the address space or the kernel's state for the
+                  // program: mmap, brk, sigaction...); its result must equal the recorded one
+  ExecuteAnyResult,  // run again; its result is then replaced by the recorded one (set_tid_address)
+  ExecuteUnchecked,  // run again, result not compared (rt_sigreturn, exit)
+  OpenFile,       // openat: replaced by an open of the trace's copy (a mapped file) or of
+                  // /dev/null, so file descriptors stay numbered as recorded
+  SignalSelf,     // kill/tgkill/tkill to the program itself: run again, the pid made the replay's
+  Refuse,         // not supported in this slice: the recording stops with `why`
+};
+
+struct SyscallPolicy {
+  ReplayAs as = ReplayAs::Refuse;
+  std::string why;  // Refuse: the message
+};
+
+// The name of a syscall ("read"), or "syscall N" for one this table does not name.
+std::string syscall_name(long nr);
+
+// How syscall nr with these arguments is recorded and replayed. `self` is the recorded
+// process's pid (kill/tgkill to anyone else is refused).
+SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self);
+
+// How many arguments nr takes (the ones the replay compares), 6 if unknown.
+int syscall_arg_count(long nr);
+
+struct Range {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+// Reads the program's memory (iovec arrays, struct pointers); false if it could not.
+using MemoryReader = std::function<bool(uint64_t addr, void* out, size_t size)>;
+// The memory syscall nr wrote into the program, from its arguments and result.
+std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read);
+
+}  // namespace backend::replay

@@ -1,0 +1,158 @@
+"""branchstub record / replay, slice 1 (docs/record-replay.md): a single-threaded program that
+reads a file, asks the time, the clocks, randomness, its pid, rdtsc and signals itself is
+recorded, then replayed twice under the real GDB (target remote), which sees the recorded
+values; a changed trace diverges and is reported with event, position, expected and seen; what
+the slice does not support (threads, asynchronous signals) is refused at record time."""
+import os
+import re
+import struct
+import subprocess
+
+import pytest
+
+from harness import SERVER, gdb_remote, inferior
+
+pytestmark = pytest.mark.branchstub_only
+
+PROG = inferior("replay_prog")
+VALUES = ["file", "time", "mono", "random", "pid", "tsc", "usr1"]
+GDB_NAMES = {"file": "file_text", "time": "now", "mono": "mono_ns", "random": "random_value",
+             "pid": "pid", "tsc": "tsc", "usr1": "usr1_count"}
+
+
+def record(tmp_path, *args, name="trace"):
+    trace = tmp_path / name
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    p = subprocess.run([SERVER, "record", "-o", str(trace), PROG] + list(args), capture_output=True,
+                       timeout=60, env=env, cwd=str(tmp_path))
+    return p, trace
+
+
+def printed(text):
+    return dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+
+
+@pytest.fixture
+def input_file(tmp_path):
+    f = tmp_path / "input.txt"
+    f.write_text("recorded-input-42\n")
+    return f
+
+
+def replay_values(procs, trace):
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    cmds = ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue"]
+    cmds += ["print %s" % GDB_NAMES[v] for v in VALUES] + ["continue"]
+    r = gdb_remote(srv, cmds, prog=PROG)
+    got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
+    assert len(got) == len(VALUES), r
+    return dict(zip(VALUES, got)), r, srv
+
+
+def test_record_then_replay_twice_under_gdb(procs, tmp_path, input_file):
+    p, trace = record(tmp_path, str(input_file))
+    out = p.stdout.decode()
+    rec = printed(out)
+    assert rec["file"] == "recorded-input-42", out
+    assert rec["usr1"] == "1", out
+    native = int(rec["random"]) % 7 + 3
+    assert p.returncode == native, p.stderr  # record returns the program's status
+    assert b"trace in" in p.stderr
+    header = (trace / "header").read_text()
+    assert "complete 1" in header and "exit %d" % native in header
+    assert re.search(r"^file [0-9a-f]{16} \d+ \d+-libc\.so\.6 ", header, re.M), header
+    # The file changes after the recording: the replay still reads what was recorded.
+    input_file.write_text("changed\n")
+    for _ in range(2):
+        got, r, srv = replay_values(procs, trace)
+        assert got["file"].startswith('"recorded-input-42"'), r
+        for v in ["time", "mono", "random", "pid", "tsc", "usr1"]:
+            assert got[v] == rec[v], (v, r)
+        assert re.search(r"exited with code 0?%o\]" % native, r.out) or \
+            "exited with code %02d]" % native in r.out, r
+        assert "divergence" not in r.out, r
+        # The program's output was seen once, when recorded: replay does not write it again.
+        assert "random=" not in srv.stdout.text and "random=" not in r.out, r
+
+
+def test_latest_trace_is_the_default(procs, tmp_path, input_file):
+    p, trace = record(tmp_path, str(input_file))
+    assert p.returncode != 125, p.stderr
+    link = tmp_path / "traces" / "latest-trace"
+    assert os.path.realpath(link) == str(trace)
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    srv = procs.server(["replay", "--once", "{COMM}"], env=env)
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                         "print pid", "continue"], prog=PROG)
+    assert "$1 = %s" % printed(p.stdout.decode())["pid"] in r.out, r
+
+
+def test_divergence_is_reported_with_event_and_values(procs, tmp_path, input_file):
+    """An edited result that keeps the program on its path is simply what it gets; one that
+    changes what it does is a divergence, reported at the first system call that differs
+    (event, position, expected vs seen), with a stop the client sees."""
+    p, trace = record(tmp_path, str(input_file))
+    assert p.returncode != 125, p.stderr
+    # Replace the recorded read of the input file by a shorter one: fgets sees other bytes, the
+    # program's next syscall differs from the recording.
+    header = (trace / "header").read_text()
+    data = bytearray((trace / "data").read_bytes())
+    at = data.find(b"recorded-input-42")
+    assert at >= 0
+    data[at + 8:at + 9] = b"\n"  # the line ends early: strcspn cuts it; same syscalls though
+    (trace / "data").write_bytes(bytes(data))
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                         "print file_text"], prog=PROG)
+    assert '"recorded"' in r.out, r  # the edited result is what the program got
+    # Now a real divergence, in a fresh recording: the recorded getpid returns a pid with more
+    # digits, so the program prints a longer line: its write differs from the recorded one.
+    p, trace = record(tmp_path, str(input_file), name="trace2")
+    assert p.returncode != 125, p.stderr
+    header = (trace / "header").read_text()
+    pid = int(re.search(r"^pid (\d+)$", header, re.M).group(1))
+    events = bytearray((trace / "events").read_bytes())
+    at, edited = 0, 0
+    while at < len(events):
+        magic, kind, size = struct.unpack_from("<III", events, at)
+        body = at + 12
+        nr = struct.unpack_from("<q", events, body + 24)[0]
+        result_at = body + 32 + 48
+        # The program's own getpid, the first (raise() asks again later).
+        if kind == 1 and nr == 39 and not edited and events[result_at:result_at + 8] == pid.to_bytes(8, "little"):
+            events[result_at:result_at + 8] = (pid * 1000 + 7).to_bytes(8, "little")
+            edited += 1
+        at = body + size
+    assert edited == 1
+    (trace / "events").write_bytes(bytes(events))
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "print pid", "bt 1", "kill"], prog=PROG)
+    m = re.search(r"branchstub replay: divergence at event (\d+) of (\d+): expected write\(0x1, (0x[0-9a-f]+), "
+                  r"(0x[0-9a-f]+)\) at pc (0x[0-9a-f]+), saw write\(0x1, (0x[0-9a-f]+), (0x[0-9a-f]+)\) at pc", r.out)
+    assert m, r
+    assert int(m.group(1)) < int(m.group(2))
+    assert int(m.group(7), 16) == int(m.group(4), 16) + 3, m.group(0)  # three more digits
+    assert "$1 = %d" % (pid * 1000 + 7) in r.out, r  # the edited result is what the program got
+    assert "SIGTRAP" in r.out, r  # the client sees a stop, never a silent run
+    assert "divergence at event" in srv.stderr.text
+
+
+@pytest.mark.parametrize("mode,words", [
+    ("thread", r"refused: the program called clone3? .*threads and child processes are not supported"),
+    ("alarm", r"refused: the program received SIGALRM \(asynchronous"),
+])
+def test_unsupported_programs_are_refused(tmp_path, input_file, mode, words):
+    p, trace = record(tmp_path, str(input_file), mode)
+    err = p.stderr.decode()
+    assert p.returncode == 125, err
+    assert re.search(words, err), err
+    assert "holds no replayable trace" in err
+    assert not (trace / "header").exists()
+    assert not (tmp_path / "traces" / "latest-trace").exists()
+
+
+def test_replay_without_a_trace_says_so(procs, tmp_path):
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "none"))
+    p = subprocess.run([SERVER, "replay", ":0"], capture_output=True, timeout=20, env=env)
+    assert p.returncode == 1
+    assert b"no latest trace" in p.stderr

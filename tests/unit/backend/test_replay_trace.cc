@@ -1,0 +1,224 @@
+// The record/replay trace format (header text, event records, the directory) and the syscall table.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/replay/syscall_table.h"
+#include "backend/replay/trace_format.h"
+
+using namespace backend::replay;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/bs-trace-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+TraceHeader sample_header() {
+  TraceHeader h;
+  h.argv = {"./prog", "two words", "line\nbreak", "back\\slash"};
+  h.env = {"A=1", "PATH=/usr/bin"};
+  h.cwd = "/tmp/x";
+  h.exe = "/tmp/x/prog";
+  h.exe_hash = 0x0123456789abcdefULL;
+  h.auxv = {1, 2, 3, 0xff};
+  h.at_random = std::vector<uint8_t>(16, 0xab);
+  h.pid = 4242;
+  h.event_count = 7;
+  h.complete = true;
+  h.exit_status = -9;
+  h.files.push_back({"/lib/with space.so", "0-with_space.so", 0xfeed, 1234});
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("trace header: text round trip keeps every field") {
+  TraceHeader h = sample_header();
+  auto back = parse_header(format_header(h));
+  REQUIRE(back.ok());
+  CHECK(back->argv == h.argv);
+  CHECK(back->env == h.env);
+  CHECK(back->cwd == h.cwd);
+  CHECK(back->exe == h.exe);
+  CHECK(back->exe_hash == h.exe_hash);
+  CHECK(back->auxv == h.auxv);
+  CHECK(back->at_random == h.at_random);
+  CHECK(back->pid == 4242);
+  CHECK(back->event_count == 7);
+  CHECK(back->complete);
+  CHECK(back->exit_status == -9);
+  REQUIRE(back->files.size() == 1);
+  CHECK(back->files[0].path == "/lib/with space.so");
+  CHECK(back->files[0].copy == "0-with_space.so");
+  CHECK(back->files[0].hash == 0xfeed);
+  CHECK(back->files[0].size == 1234);
+}
+
+TEST_CASE("trace header: wrong version, foreign files and unknown keys are errors") {
+  CHECK(!parse_header("branchstub-trace 99\narg x\n").ok());
+  CHECK(parse_header("branchstub-trace 99\narg x\n").error().message.find("version 99") != std::string::npos);
+  CHECK(!parse_header("hello\n").ok());
+  CHECK(!parse_header("").ok());
+  CHECK(!parse_header("branchstub-trace 1\narg x\nbogus 1\n").ok());
+  CHECK(!parse_header("branchstub-trace 1\n").ok());  // no program
+  CHECK(!parse_header("branchstub-trace 1\narg x\nauxv 0g\n").ok());
+}
+
+TEST_CASE("trace events: encode/decode round trip, truncation reported with its byte") {
+  TraceEvent e;
+  e.kind = EventKind::Syscall;
+  e.position = 3;
+  e.branches = 99;
+  e.pc = 0x401000;
+  e.nr = SYS_read;
+  for (int i = 0; i < 6; ++i) e.args[i] = 100 + i;
+  e.result = -14;
+  e.mapped_file = 2;
+  e.writes = {{0x7fff0000, 0, 16}, {0x7fff1000, 16, 8}};
+  auto bytes = encode_event(e);
+  TraceEvent r;
+  r.kind = EventKind::Rdtsc;
+  r.nr = 0;
+  r.args[0] = 0x1234;
+  auto more = encode_event(r);
+  bytes.insert(bytes.end(), more.begin(), more.end());
+  size_t at = 0;
+  auto back = decode_event(bytes, at);
+  REQUIRE(back.ok());
+  CHECK(back->kind == EventKind::Syscall);
+  CHECK(back->position == 3);
+  CHECK(back->branches == 99);
+  CHECK(back->pc == 0x401000);
+  CHECK(back->nr == SYS_read);
+  CHECK(back->args[5] == 105);
+  CHECK(back->result == -14);
+  CHECK(back->mapped_file == 2);
+  REQUIRE(back->writes.size() == 2);
+  CHECK(back->writes[1].addr == 0x7fff1000);
+  CHECK(back->writes[1].data_offset == 16);
+  auto second = decode_event(bytes, at);
+  REQUIRE(second.ok());
+  CHECK(second->kind == EventKind::Rdtsc);
+  CHECK(second->args[0] == 0x1234);
+  CHECK(at == bytes.size());
+
+  std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + 20);
+  at = 0;
+  auto bad = decode_event(cut, at);
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().message.find("byte 0") != std::string::npos);
+  std::vector<uint8_t> junk(40, 0x55);
+  at = 0;
+  CHECK(!decode_event(junk, at).ok());
+}
+
+TEST_CASE("trace directory: writer and reader agree; data, files and hashes") {
+  std::string dir = temp_dir() + "/t";
+  std::string input = dir + ".input";
+  { std::ofstream(input) << "mapped bytes"; }
+  TraceHeader h;
+  h.argv = {"prog"};
+  {
+    auto w = TraceWriter::create(dir);
+    REQUIRE(w.ok());
+    auto m = (*w)->add_data(0x1000, {1, 2, 3});
+    auto m2 = (*w)->add_data(0x2000, {4, 5});
+    TraceEvent e;
+    e.nr = SYS_read;
+    e.result = 3;
+    e.writes = {m, m2};
+    REQUIRE((*w)->add_event(e).ok());
+    auto f = (*w)->add_file(input, h);
+    REQUIRE(f.ok());
+    CHECK(*f == 0);
+    CHECK(*(*w)->add_file(input, h) == 0);  // once per path
+    e.kind = EventKind::Exit;
+    e.writes.clear();
+    REQUIRE((*w)->add_event(e).ok());
+    REQUIRE((*w)->finish(h).ok());
+    CHECK(!TraceWriter::create(dir).ok());  // a trace is never overwritten
+  }
+  auto r = TraceReader::open(dir);
+  REQUIRE(r.ok());
+  CHECK(r->header().event_count == 2);
+  REQUIRE(r->events().size() == 2);
+  CHECK(r->events()[0].position == 0);
+  CHECK(r->events()[1].position == 1);
+  CHECK(r->events()[1].kind == EventKind::Exit);
+  auto b = r->bytes(r->events()[0].writes[1]);
+  REQUIRE(b.ok());
+  CHECK(*b == std::vector<uint8_t>{4, 5});
+  REQUIRE(r->header().files.size() == 1);
+  std::string text = "mapped bytes";
+  CHECK(r->header().files[0].hash == fnv1a64(text.data(), text.size()));
+  CHECK(*hash_file(r->file_copy_path(0)) == r->header().files[0].hash);
+  CHECK(!TraceReader::open(dir + "/nothing").ok());
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+TEST_CASE("syscall table: what is emulated, run again, refused") {
+  uint64_t none[6] = {};
+  CHECK(syscall_policy(SYS_read, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_getrandom, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_mmap, none, 1).as == ReplayAs::Execute);
+  CHECK(syscall_policy(SYS_openat, none, 1).as == ReplayAs::OpenFile);
+  CHECK(syscall_policy(SYS_set_tid_address, none, 1).as == ReplayAs::ExecuteAnyResult);
+  auto clone = syscall_policy(SYS_clone, none, 1);
+  CHECK(clone.as == ReplayAs::Refuse);
+  CHECK(clone.why.find("clone") != std::string::npos);
+  CHECK(clone.why.find("thread") != std::string::npos);
+  CHECK(syscall_policy(SYS_execve, none, 1).as == ReplayAs::Refuse);
+  auto unknown = syscall_policy(SYS_socket, none, 1);
+  CHECK(unknown.as == ReplayAs::Refuse);
+  CHECK(unknown.why.find("socket") != std::string::npos);
+  CHECK(syscall_policy(999, none, 1).why.find("syscall 999") != std::string::npos);
+  uint64_t self_kill[6] = {77, 10};
+  CHECK(syscall_policy(SYS_kill, self_kill, 77).as == ReplayAs::SignalSelf);
+  CHECK(syscall_policy(SYS_kill, self_kill, 78).as == ReplayAs::Refuse);
+  uint64_t tcgets[6] = {1, 0x5401, 0x1000};
+  CHECK(syscall_policy(SYS_ioctl, tcgets, 1).as == ReplayAs::Emulate);
+  uint64_t other_ioctl[6] = {1, 0x1234, 0x1000};
+  CHECK(syscall_policy(SYS_ioctl, other_ioctl, 1).as == ReplayAs::Refuse);
+  uint64_t shared_write[6] = {0, 4096, 3, 1, 3, 0};
+  CHECK(syscall_policy(SYS_mmap, shared_write, 1).as == ReplayAs::Refuse);
+  CHECK(syscall_name(SYS_getpid) == "getpid");
+}
+
+TEST_CASE("syscall table: the memory each syscall writes") {
+  auto no_read = [](uint64_t, void*, size_t) { return false; };
+  uint64_t rd[6] = {3, 0x5000, 4096};
+  auto w = written_ranges(SYS_read, rd, 10, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x5000);
+  CHECK(w[0].length == 10);
+  CHECK(written_ranges(SYS_read, rd, -11, no_read).empty());  // failed: nothing written
+  uint64_t ts[6] = {1, 0x6000};
+  w = written_ranges(SYS_clock_gettime, ts, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 16);
+  uint64_t tm[6] = {0};
+  CHECK(written_ranges(SYS_time, tm, 1700000000, no_read).empty());  // time(NULL)
+  // readv: the result's bytes fill the iovecs in order.
+  uint64_t iov[4] = {0x7000, 4, 0x8000, 100};
+  auto reader = [&](uint64_t addr, void* out, size_t size) {
+    if (addr < 0x9000 || addr + size > 0x9000 + sizeof iov) return false;
+    std::memcpy(out, reinterpret_cast<char*>(iov) + (addr - 0x9000), size);
+    return true;
+  };
+  uint64_t rv[6] = {3, 0x9000, 2};
+  w = written_ranges(SYS_readv, rv, 10, reader);
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].addr == 0x7000);
+  CHECK(w[0].length == 4);
+  CHECK(w[1].addr == 0x8000);
+  CHECK(w[1].length == 6);
+}
