@@ -99,6 +99,13 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::vector<StopEvent> stopped_threads() const override;
   bool thread_running(pid_t tid) const override;
   void set_thread_events(bool on) override { thread_events_ = on; }
+  void set_thread_options(pid_t tid, ThreadOptions options) override {
+    if (LinuxThread* t = find(tid)) t->options = options;
+  }
+  ThreadOptions thread_options(pid_t tid) const override {
+    auto it = threads_.find(tid);
+    return it != threads_.end() ? it->second.options : ThreadOptions{};
+  }
   void hold_attach_stops() override;
 
   Result<void> detach() override;

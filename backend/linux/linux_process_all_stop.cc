@@ -32,6 +32,7 @@ const char* kind_name(StopKind kind) {
     case StopKind::NoResumed: return "no resumed";
     case StopKind::ThreadCreated: return "thread created";
     case StopKind::ThreadExited: return "thread exited";
+    case StopKind::Clone: return "clone";
   }
   return "?";
 }
