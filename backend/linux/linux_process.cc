@@ -177,6 +177,9 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
   threads_.clear();
   deferred_.clear();
   chosen_.reset();
+  untold_exits_.clear();
+  option_exits_.clear();
+  leader_exit_status_.reset();
   mem_.close();
   breakpoints_.clear();
   conditions_.clear();

@@ -51,6 +51,21 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
     if (!threads_.count(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
   if (actions.empty()) return Error{EINVAL, "No thread to resume."};
 
+  if (!untold_exits_.empty()) {  // a thread's exit found while stopping: nobody runs
+    ready_event_ = untold_exits_.front();
+    untold_exits_.erase(untold_exits_.begin());
+    phase_ = Phase::Running;
+    return {};
+  }
+  if (leader_exit_status_) {  // the leader's exit, held back behind those thread exits
+    exit_held_leader();
+    if (!alive_) {
+      ready_event_ = last_stop_;
+      phase_ = Phase::Running;
+      return {};
+    }
+  }
+
   // A thread that already has an event to report reports it now and nobody runs
   // (gdbserver's pending status). A breakpoint that was removed meanwhile is forgotten.
   for (auto& [tid, a] : actions) {
