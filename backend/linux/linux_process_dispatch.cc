@@ -40,7 +40,9 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   wants_poll_ = false;
   if (ready_event_) return finish(*ready_event_);
   if (!alive_) return std::nullopt;
-  if (leader_exit_status_ && !thread_exits_untold()) exit_held_leader();
+  // The process's exit, held back until the exit-option exits before it were out (all-stop:
+  // until the resume after them).
+  if (leader_exit_status_ && !thread_exits_untold() && (non_stop_ || phase_ == Phase::Running)) exit_held_leader();
   if (!stashed_.empty()) handle_stashed();
 
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.

@@ -32,7 +32,11 @@ bool listed(Process& p, pid_t tid) {
 }
 
 // Resumes every stopped thread (non-stop: the plan's `others` is for the stopped ones).
-void resume_all(Process& p) { REQUIRE(p.resume(continue_all()).ok()); }
+void resume_all(Process& p) {
+  auto r = p.resume(continue_all());
+  INFO((r ? std::string() : r.error().message));
+  REQUIRE(r.ok());
+}
 
 }  // namespace
 
