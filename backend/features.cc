@@ -12,6 +12,7 @@ Features supported_features(const ProbeReport& probe) {
   f.no_resumed = true;
   f.non_stop = true;           // per-thread stops and resumes (linux_process_non_stop.cc)
   f.thread_events = true;      // thread creation / exit stops (QThreadEvents)
+  f.thread_options = true;     // per-thread clone and exit events (QThreadOptions)
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
   f.breakpoint_conditions = true;  // backend/points/breakpoint_conditions.h, agent_expr.h
   f.breakpoint_commands = true;

@@ -16,6 +16,7 @@ struct Features {
   bool no_resumed = false;     // told when every resumed thread has exited
   bool non_stop = false;       // threads stop and resume one by one
   bool thread_events = false;  // thread creation/exit reported
+  bool thread_options = false; // per-thread clone and exit events
   bool stepbranch = false;     // run a thread to its next taken branch
   bool breakpoint_conditions = false;  // Z0/Z1 agent-expression conditions evaluated at each hit
   bool breakpoint_commands = false;    // Z0/Z1 agent-expression commands (dprintf-style agent)

@@ -42,6 +42,9 @@ enum class StopKind {
   // Thread events (set_thread_events): a new thread, stopped before its first instruction,
   // and a thread (not the last) that exited: exit_status.
   ThreadCreated, ThreadExited,
+  // A thread with the clone option made a new thread (child_pid: its tid), which is left
+  // stopped, never run, until the client resumes it.
+  Clone,
 };
 
 enum class WatchType { Write, Read, Access };
@@ -54,11 +57,19 @@ struct StopEvent {
   int exit_status = 0;          // Exited
   uint64_t watch_addr = 0;
   WatchType watch_type = WatchType::Write;
-  pid_t child_pid = 0;          // Fork/VFork
+  pid_t child_pid = 0;          // Fork/VFork: the child's pid; Clone: the new thread's tid
   std::string exec_path;        // Exec
   int syscall_no = 0;
   uint64_t branch_from = 0, branch_to = 0;   // StepBranch
   std::string step_mechanism;                // StepBranch: "singleblock" or "software"
+};
+
+// What one thread reports besides its stops (GDB's per-thread options): its clones, as Clone
+// events of its own, and its exit, as ThreadExited. New threads start with none.
+struct ThreadOptions {
+  bool clone = false;
+  bool exit = false;
+  bool operator==(const ThreadOptions&) const = default;
 };
 
 enum class ResumeKind { Continue, Step, RangeStep, Stop };
@@ -149,6 +160,9 @@ class Process {
   virtual bool thread_running(pid_t tid) const = 0;
   // Report thread creation (the new thread stays stopped) and thread exits (QThreadEvents).
   virtual void set_thread_events(bool on) = 0;
+  // One thread's options (QThreadOptions); a thread it does not have is ignored.
+  virtual void set_thread_options(pid_t tid, ThreadOptions options) = 0;
+  virtual ThreadOptions thread_options(pid_t tid) const = 0;
   // Non-stop attach, as gdbserver: the threads (stopped by the attach) count as running for
   // the client until it stops them (vCont;t), each then reported with signal 0.
   virtual void hold_attach_stops() = 0;

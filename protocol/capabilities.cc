@@ -14,6 +14,7 @@ std::string_view capability_name(Capability c) {
     case Capability::NoResumed: return "no-resumed";
     case Capability::NonStop: return "non-stop";
     case Capability::ThreadEvents: return "thread-events";
+    case Capability::ThreadOptions: return "thread-options";
     case Capability::StepBranch: return "stepbranch";
     case Capability::ConditionalBreakpoints: return "conditional-breakpoints";
     case Capability::BreakpointCommands: return "breakpoint-commands";

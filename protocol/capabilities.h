@@ -23,6 +23,7 @@ enum class Capability : uint8_t {
   NoResumed,       // 'N' when every resumed thread has exited
   NonStop,         // QNonStop:1 and the asynchronous stop notifications
   ThreadEvents,    // QThreadEvents: thread creation/exit stops
+  ThreadOptions,   // QThreadOptions (GDB 15): per-thread clone and exit events
   StepBranch,      // stepbranch, stepbranch:N (branchstub's)
   ConditionalBreakpoints,  // Z0/Z1 ;X conditions evaluated in the server
   BreakpointCommands,      // Z0/Z1 ;cmds: run in the server (dprintf-style agent)

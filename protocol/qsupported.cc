@@ -72,6 +72,8 @@ struct Row {
   std::string_view probe;  // a packet the feature promises to serve ("" when none applies)
 };
 
+static_assert(kSupportedThreadOptions == 3, "the QThreadOptions row lists the supported mask");
+
 // Order as gdbserver's reply, roughly; qXfer objects come from the packet layer's table.
 constexpr Row kRows[] = {
     {"QPassSignals+", Capability::Base, always, "QPassSignals:"},
@@ -108,6 +110,9 @@ constexpr Row kRows[] = {
     {"swbreak+", Capability::Base, [](const Dialect& d) { return d.swbreak; }, ""},
     {"hwbreak+", Capability::Base, [](const Dialect& d) { return d.hwbreak; }, ""},
     {"vContSupported+", Capability::Base, always, "vCont?"},
+    // gdbserver lists the options it supports whatever the client offered (GDB 15 offers
+    // QThreadOptions+; older clients ignore the feature).
+    {"QThreadOptions=3", Capability::ThreadOptions, always, "QThreadOptions;0"},
     {"QThreadEvents+", Capability::ThreadEvents, always, "QThreadEvents:0"},
     {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
     {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},

@@ -48,6 +48,9 @@ void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
     case StopReason::VFork:
       out += "vfork:" + format_thread_id(stop.child_pid, stop.child_tid, d.multiprocess) + ";";
       break;
+    case StopReason::Clone:
+      out += "clone:" + format_thread_id(stop.child_pid, stop.child_tid, d.multiprocess) + ";";
+      break;
     case StopReason::VForkDone:
       out += "vforkdone:;";
       break;

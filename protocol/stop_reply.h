@@ -21,6 +21,7 @@ enum class StopReason {
   Fork, VFork, VForkDone, Exec,
   SyscallEntry, SyscallReturn,
   ThreadCreated,  // QThreadEvents: a new thread, stopped at its first instruction ("create:;")
+  Clone,          // QThreadOptions clone option: the thread made a new one, left stopped ("clone:<id>;")
 };
 
 // One stop, in terms the wire understands (signal already in GDB numbering).
@@ -30,7 +31,7 @@ struct StopReply {
   int pid = 0;
   int tid = 0;
   uint64_t watch_addr = 0;            // Watch*
-  int child_pid = 0, child_tid = 0;   // Fork/VFork
+  int child_pid = 0, child_tid = 0;   // Fork/VFork; Clone: the new thread (child_pid = pid)
   std::string exec_path;              // Exec
   int syscall_no = 0;                 // Syscall*
   // Expedited registers: (regno, little-endian bytes).
@@ -50,7 +51,8 @@ struct StopReply {
 // The process exited (W) or was killed by a signal (X). pid 0: no process to name (the
 // "W00" of a '?' with nothing ever run), so no ";process:" even with multiprocess.
 struct ExitReply { int pid = 0; int status = 0; bool signalled = false; int gdb_signal = 0; };
-// QThreadEvents: one thread (not the process) exited: "w<status>;<thread-id>".
+// One thread (not the process) exited, for QThreadEvents or the QThreadOptions exit option:
+// "w<status>;<thread-id>".
 struct ThreadExitReply { int pid = 0; int tid = 0; int status = 0; };
 
 std::string format_stop_reply(const StopReply& stop, const Dialect& dialect);

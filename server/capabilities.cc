@@ -14,6 +14,7 @@ protocol::Capabilities derive_capabilities(const backend::Features& f) {
   c.set(Capability::NoResumed, f.no_resumed);
   c.set(Capability::NonStop, f.non_stop);
   c.set(Capability::ThreadEvents, f.thread_events);
+  c.set(Capability::ThreadOptions, f.thread_options);
   c.set(Capability::StepBranch, f.stepbranch);
   c.set(Capability::ConditionalBreakpoints, f.breakpoint_conditions);
   // Commands come in the same Z packets as conditions: no commands without conditions.

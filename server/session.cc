@@ -291,6 +291,12 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
     case StopKind::SyscallEntry: stop.reason = protocol::StopReason::SyscallEntry; stop.syscall_no = event.syscall_no; break;
     case StopKind::SyscallReturn: stop.reason = protocol::StopReason::SyscallReturn; stop.syscall_no = event.syscall_no; break;
     case StopKind::ThreadCreated: stop.reason = protocol::StopReason::ThreadCreated; stop.gdb_signal = 5; break;
+    case StopKind::Clone:
+      stop.reason = protocol::StopReason::Clone;
+      stop.gdb_signal = 5;
+      stop.child_pid = event.pid;
+      stop.child_tid = event.child_pid;
+      break;
     default: stop.reason = protocol::StopReason::Signal; break;
   }
   if (stepbranch || event.kind == StopKind::StepBranch) {

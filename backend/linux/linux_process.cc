@@ -177,6 +177,9 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
   threads_.clear();
   deferred_.clear();
   chosen_.reset();
+  untold_exits_.clear();
+  option_exits_.clear();
+  leader_exit_status_.reset();
   mem_.close();
   breakpoints_.clear();
   conditions_.clear();
@@ -187,6 +190,11 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
 
 Result<void> LinuxProcess::detach() {
   if (!alive_) return {};
+  if (leader_exit_status_) {  // every thread is gone and reaped: nothing to detach
+    forget_process(make_event(StopKind::Exited, pid_));
+    exit_unreported_ = false;
+    return {};
+  }
   stop_all_sync();
   if (!alive_) return {};
   release_patches(true);  // the program goes on with its own code and no areas of ours
@@ -217,6 +225,12 @@ Result<void> LinuxProcess::detach() {
 
 Result<void> LinuxProcess::kill() {
   if (!alive_) return {};
+  if (leader_exit_status_) {  // every thread is gone and reaped (its pid may be reused): no signal
+    phase_ = Phase::Stopped;
+    forget_process(make_event(StopKind::Killed, pid_, SIGKILL));
+    exit_unreported_ = false;
+    return {};
+  }
   ::kill(pid_, SIGKILL);
   // Reap every thread, the leader last, so nothing is left as a zombie.
   for (auto& [tid, t] : threads_) {

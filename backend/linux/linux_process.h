@@ -100,6 +100,13 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::vector<StopEvent> stopped_threads() const override;
   bool thread_running(pid_t tid) const override;
   void set_thread_events(bool on) override { thread_events_ = on; }
+  void set_thread_options(pid_t tid, ThreadOptions options) override {
+    if (LinuxThread* t = find(tid)) t->options = options;
+  }
+  ThreadOptions thread_options(pid_t tid) const override {
+    auto it = threads_.find(tid);
+    return it != threads_.end() ? it->second.options : ThreadOptions{};
+  }
   void hold_attach_stops() override;
 
   Result<void> detach() override;
@@ -192,6 +199,11 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void handle_stop(pid_t tid, int status);
   void handle_exit(LinuxThread& t, int status);
   void thread_exited(LinuxThread& t, int status);  // a thread other than the leader exited
+  bool thread_exits_untold() const;  // exit-option exits to report before the process's
+  bool option_exit(const StopEvent& ev) const {
+    return ev.kind == StopKind::ThreadExited && option_exits_.count(ev.tid) != 0;
+  }
+  void exit_held_leader();           // the process's exit, held back behind them, now
   void handle_signal(LinuxThread& t, int sig);
   void handle_trap(LinuxThread& t);
   void handle_ptrace_event(LinuxThread& t, int event);
@@ -269,6 +281,13 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   Phase phase_ = Phase::Stopped;
   std::optional<StopEvent> chosen_;       // Stopping for this event (none: a pause)
   std::optional<StopEvent> ready_event_;  // a pending event taken at resume: reported at once
+  // Exits reported for the QThreadOptions exit option are never lost (gdbserver 15 keeps a
+  // dead LWP's status): the threads whose exit event is not out yet; all-stop: such exits
+  // found while stopping for another event, told one per resume; and the leader's exit
+  // status, held back until they are out. (QThreadEvents' exits stay as they were.)
+  std::set<pid_t> option_exits_;
+  std::vector<StopEvent> untold_exits_;
+  std::optional<int> leader_exit_status_;
   bool interrupt_requested_ = false;
   bool report_forks_ = false;
   bool report_vforks_ = false;

@@ -32,6 +32,7 @@ const char* kind_name(StopKind kind) {
     case StopKind::NoResumed: return "no resumed";
     case StopKind::ThreadCreated: return "thread created";
     case StopKind::ThreadExited: return "thread exited";
+    case StopKind::Clone: return "clone";
   }
   return "?";
 }
@@ -126,7 +127,8 @@ bool LinuxProcess::leader_is_zombie(LinuxThread& leader) {
     // from the list too); nothing of it will ever be reported.
     leader.resumed = false;
     deferred_.erase(leader.tid);
-    if (thread_events_) {
+    if (thread_events_ || leader.options.exit) {
+      if (leader.options.exit) option_exits_.insert(leader.tid);
       ns_events_.push_back(make_event(StopKind::ThreadExited, leader.tid, 0));
     } else {
       resumed_thread_gone_ = true;
@@ -143,6 +145,7 @@ StopEvent LinuxProcess::finish(StopEvent ev) {
   phase_ = Phase::Stopped;
   interrupt_requested_ = false;
   if (ev.kind == StopKind::Exited || ev.kind == StopKind::Killed) exit_unreported_ = false;
+  if (ev.kind == StopKind::ThreadExited) option_exits_.erase(ev.tid);
   if (ev.kind != StopKind::NoResumed) last_stop_ = ev;
   log("process {}: stop reported: {} thread {} signal {}", pid_, kind_name(ev.kind), ev.tid, ev.signo);
   return ev;
@@ -199,8 +202,10 @@ void LinuxProcess::stop_all_sync() {
   }
   // An event chosen meanwhile (or taken at resume) is the thread's again, for the next resume.
   std::optional<StopEvent> unreported = chosen_ ? chosen_ : ready_event_;
-  if (unreported && alive_)
-    if (LinuxThread* t = find(unreported->tid); t && !t->pending) t->pending = unreported;
+  if (unreported && alive_) {
+    if (option_exit(*unreported)) untold_exits_.insert(untold_exits_.begin(), *unreported);
+    else if (LinuxThread* t = find(unreported->tid); t && !t->pending) t->pending = unreported;
+  }
   if (alive_) stepper_.patch_suspend(nullptr);  // stopped without a report: no patch shows either
   chosen_.reset();
   ready_event_.reset();

@@ -60,6 +60,8 @@ void LinuxProcess::handle_exec() {
   threads_.clear();
   deferred_.clear();
   chosen_.reset();
+  untold_exits_.clear();
+  option_exits_.clear();
   phase_ = Phase::Running;
   // Non-stop: the other threads are gone, with their unreported events and any pause.
   ns_events_.clear();

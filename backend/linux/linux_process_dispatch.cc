@@ -7,9 +7,11 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -38,6 +40,9 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   wants_poll_ = false;
   if (ready_event_) return finish(*ready_event_);
   if (!alive_) return std::nullopt;
+  // The process's exit, held back until the exit-option exits before it were out (all-stop:
+  // until the resume after them).
+  if (leader_exit_status_ && !thread_exits_untold() && (non_stop_ || phase_ == Phase::Running)) exit_held_leader();
   if (!stashed_.empty()) handle_stashed();
 
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
@@ -148,6 +153,15 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
 
 void LinuxProcess::handle_exit(LinuxThread& t, int status) {
   pid_t tid = t.tid;
+  if (tid == pid_ && thread_exits_untold()) {
+    // Exit-option exits not told yet go first, as gdbserver 15 reports each one before the
+    // process's: the leader's status waits until they are out (non-stop: a later poll;
+    // all-stop: the next resume).
+    t.running = false;
+    leader_exit_status_ = status;
+    wants_poll_ = true;
+    return;
+  }
   if (tid == pid_) {
     // The leader is reaped last (after every other thread): the whole process is gone.
     StopEvent ev = WIFEXITED(status) ? make_event(StopKind::Exited, tid) : make_event(StopKind::Killed, tid, WTERMSIG(status));
@@ -159,9 +173,20 @@ void LinuxProcess::handle_exit(LinuxThread& t, int status) {
   thread_exited(t, status);
 }
 
+void LinuxProcess::exit_held_leader() {
+  int status = *std::exchange(leader_exit_status_, std::nullopt);
+  if (LinuxThread* leader = find(pid_)) handle_exit(*leader, status);
+}
+
+bool LinuxProcess::thread_exits_untold() const {
+  if (!untold_exits_.empty() || (chosen_ && option_exit(*chosen_))) return true;
+  return std::any_of(ns_events_.begin(), ns_events_.end(), [this](const StopEvent& ev) { return option_exit(ev); });
+}
+
 void LinuxProcess::thread_exited(LinuxThread& t, int status) {
   pid_t tid = t.tid;
   bool was_resumed = t.resumed, was_step_over = step_over_tid_ == tid;
+  bool by_option = t.options.exit, tell = thread_events_ || by_option;  // t is gone below
   stepper_.arm(t, 0);
   if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
   if (auto* over = std::get_if<run::StepOver>(&t.mode)) (void)breakpoints_.lower(mem_, over->addr);
@@ -169,10 +194,11 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
   stepper_.patch_thread_exited(tid);  // its ring goes to the next new thread
   deferred_.erase(tid);
   threads_.erase(tid);
-  if (thread_events_) {
+  if (tell) {
     StopEvent ev = make_event(StopKind::ThreadExited, tid, 0);
     ev.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     log("thread {}: exited, reported", tid);
+    if (by_option) option_exits_.insert(tid);
     if (non_stop_) {
       ns_events_.push_back(ev);
     } else if (!stopping()) {  // all-stop: like any event, everybody stops
@@ -180,6 +206,8 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
       phase_ = Phase::Stopping;
       deferred_.clear();
       stop_others();
+    } else if (by_option) {
+      untold_exits_.push_back(ev);
     }
   } else if (non_stop_ && was_resumed) {
     resumed_thread_gone_ = true;
@@ -370,6 +398,15 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
       nt.action = ResumeAction{};  // new threads continue
       nt.resumed = non_stop_;           // running as its parent, for the client too
       tracer_->thread_created(child);  // coverage traces new threads from their first instruction
+      if (t.options.clone) {
+        // QThreadOptions: the parent reports the clone; the new thread stays stopped until the
+        // client resumes it (gdbserver), with its creation pending if thread events are on.
+        nt.resumed = false;
+        if (thread_events_) nt.pending = make_event(StopKind::ThreadCreated, child, SIGTRAP);
+        StopEvent ev = make_event(StopKind::Clone, t.tid, SIGTRAP);
+        ev.child_pid = child;
+        return report(t, ev);
+      }
       if (thread_events_) {
         // QThreadEvents: the new thread stays stopped and is reported (all-stop: like any event).
         nt.resumed = true;

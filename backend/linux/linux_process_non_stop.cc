@@ -18,7 +18,7 @@ namespace backend {
 bool LinuxProcess::running() const {
   if (!non_stop_) return phase_ != Phase::Stopped;
   if (!alive_) return exit_unreported_;
-  if (!ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_) return true;
+  if (!ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_ || leader_exit_status_) return true;
   for (const auto& [tid, t] : threads_)
     if (t.resumed) return true;
   return false;
@@ -31,12 +31,18 @@ Result<void> LinuxProcess::set_non_stop(bool on) {
     // Back to all-stop (the client went away): everything stops; events not told yet wait
     // as their threads' pending events, for the next resume.
     stop_all_sync();
-    for (auto& ev : ns_events_)
-      if (LinuxThread* t = find(ev.tid); t && !t->pending && ev.kind != StopKind::NoResumed) t->pending = ev;
+    for (auto& ev : ns_events_) {
+      if (option_exit(ev)) untold_exits_.push_back(ev);
+      else if (LinuxThread* t = find(ev.tid); t && !t->pending && ev.kind != StopKind::NoResumed) t->pending = ev;
+    }
     phase_ = Phase::Stopped;
   }
   non_stop_ = on;
   ns_events_.clear();
+  if (on) {  // switched while stopped: before anything ran (a new client)
+    untold_exits_.clear();
+    option_exits_.clear();
+  }
   resumed_thread_gone_ = false;
   for (auto& [tid, t] : threads_) {
     t.resumed = t.stop_requested = t.paused = false;
@@ -257,8 +263,9 @@ std::optional<StopEvent> LinuxProcess::next_non_stop_event() {
   if (ns_events_.empty()) return std::nullopt;
   StopEvent ev = std::move(ns_events_.front());
   ns_events_.pop_front();
-  wants_poll_ = !ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_;
+  wants_poll_ = !ns_events_.empty() || !stashed_.empty() || resumed_thread_gone_ || leader_exit_status_;
   if (ev.kind != StopKind::NoResumed && ev.kind != StopKind::ThreadExited) last_stop_ = ev;
+  if (ev.kind == StopKind::ThreadExited) option_exits_.erase(ev.tid);
   return ev;
 }
 

@@ -40,6 +40,20 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
   if (non_stop_) return resume_non_stop(plan);
   if (phase_ != Phase::Stopped) return Error{EBUSY, "The process is already running."};
 
+  // Exit-option exits found while stopping, then the process's exit held back behind them:
+  // each is the event of a resume, and nobody runs (the leader may be gone already).
+  if (!untold_exits_.empty()) {
+    ready_event_ = untold_exits_.front();
+    untold_exits_.erase(untold_exits_.begin());
+    phase_ = Phase::Running;
+    return {};
+  }
+  if (leader_exit_status_) {  // taken by the next poll (the process stays alive until then)
+    phase_ = Phase::Running;
+    wants_poll_ = true;
+    return {};
+  }
+
   std::map<pid_t, ResumeAction> actions;
   for (const auto& [tid, t] : threads_) {
     if (t.zombie) continue;

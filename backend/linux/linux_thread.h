@@ -72,6 +72,7 @@ struct LinuxThread {
   bool sigstop_expected = false;   // we sent a SIGSTOP that has not arrived yet
   bool zombie = false;             // the leader exited (pthread_exit) while other threads live
   std::optional<StopEvent> pending;  // a client-visible event kept for the next resume
+  ThreadOptions options;           // the client's per-thread options (QThreadOptions)
   int deliver_signal = 0;          // a signal to pass at the next resume (not reported)
   int last_signal = 0;             // real signal of the reported stop (detach re-delivers it)
   ResumeAction action;             // what the client asked for this thread

@@ -105,6 +105,28 @@ Request p_catch_syscalls(string_view args) {
   return c;
 }
 
+// After "QThreadOptions;": entries "OPTIONS[:TID]" separated by ';'. As gdbserver, empty
+// options are 0 (so "QThreadOptions;" clears every thread).
+Request p_thread_options(string_view args) {
+  SetThreadOptions q;
+  for (string_view entry : split(args, ';')) {
+    ThreadOptionsEntry e;
+    size_t colon = entry.find(':');
+    string_view mask = entry.substr(0, colon);
+    if (!mask.empty()) {
+      auto v = parse_hex_u64(mask);
+      if (!v) return malformed("QThreadOptions: bad options");
+      e.options = *v;
+    }
+    if (colon != string_view::npos) {
+      e.thread = parse_thread_id(entry.substr(colon + 1));
+      if (!e.thread) return malformed("QThreadOptions: bad thread id");
+    }
+    q.entries.push_back(e);
+  }
+  return q;
+}
+
 constexpr PacketRow kRows[] = {
     {"qSupported", false, p_qsupported},
     {"vMustReplyEmpty", true, make<MustReplyEmpty>},
@@ -133,6 +155,7 @@ constexpr PacketRow kRows[] = {
     {"QCatchSyscalls:", false, p_catch_syscalls, Capability::CatchSyscalls},
     {"QThreadEvents:", false,
      [](string_view a) { return p_switch<SetThreadEvents>(a, "QThreadEvents: bad value"); }, Capability::ThreadEvents},
+    {"QThreadOptions;", false, p_thread_options, Capability::ThreadOptions},
     {"H", false, p_set_thread},
     {"T", false, p_thread_alive},
 };

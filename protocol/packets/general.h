@@ -2,6 +2,7 @@
 // that GDB sends before a run (server/handlers/general.cc answers them).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,18 @@ struct SetWorkingDir { std::string dir; };                        // QSetWorking
 struct SetCatchSyscalls { bool on = false; std::vector<int> syscalls; };  // QCatchSyscalls:..
 struct SetThreadEvents { bool on = false; };                      // QThreadEvents:N
 struct QueryExecAndArgs {};                                       // qExecAndArgs (GDB 18)
+// QThreadOptions;OPTIONS[:TID]... (GDB 15): per-thread event options, a hex mask of GDB's
+// GDB_THREAD_OPTION_* bits. An entry without a thread is for every thread; where several
+// entries match a thread, the rightmost wins (GDB sends ";0" first to clear the rest).
+inline constexpr uint64_t kThreadOptionClone = 0x1;  // report the thread's clones (T05clone:)
+inline constexpr uint64_t kThreadOptionExit = 0x2;   // report the thread's exit (w)
+inline constexpr uint64_t kSupportedThreadOptions = kThreadOptionClone | kThreadOptionExit;
+struct ThreadOptionsEntry {
+  uint64_t options = 0;
+  std::optional<ThreadId> thread;  // nullopt: every thread
+  bool operator==(const ThreadOptionsEntry&) const = default;
+};
+struct SetThreadOptions { std::vector<ThreadOptionsEntry> entries; };
 
 // QuerySupported comes first: it is what a default-constructed Request holds.
 using GeneralPackets = PacketList<
@@ -44,6 +57,6 @@ using GeneralPackets = PacketList<
     QueryCurrentThread, ThreadAlive, ThreadInfoFirst, ThreadInfoNext, QueryAttached, QueryOffsets,
     QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
-    SetCatchSyscalls, SetThreadEvents, QueryExecAndArgs>;
+    SetCatchSyscalls, SetThreadEvents, QueryExecAndArgs, SetThreadOptions>;
 
 }  // namespace protocol

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "backend/ptrace/launch.h"
 #include "protocol/qsupported.h"
 #include "protocol/signals.h"
@@ -27,7 +29,7 @@ std::set<int> host_signals(Session& session, const std::vector<int>& wire_signal
 }
 
 // What '?' says about a stop the client was (or may have been) told about already: a fork,
-// vfork or exec is never replayed (GDB would follow it again, and a new client has not seen
+// vfork, clone or exec is never replayed (GDB would follow it again, and a new client has not seen
 // it): the thread is only stopped, with SIGTRAP, as gdbserver reports those events to a
 // client that did not ask for them.
 backend::StopEvent as_plain_stop(backend::StopEvent event) {
@@ -37,6 +39,7 @@ backend::StopEvent as_plain_stop(backend::StopEvent event) {
     case StopKind::VFork:
     case StopKind::VForkDone:
     case StopKind::Exec:
+    case StopKind::Clone:
       event.kind = StopKind::Signal;
       event.signo = SIGTRAP;
       event.child_pid = 0;
@@ -264,6 +267,39 @@ Reply handle(Session& s, const SetThreadEvents& q) {
   s.set_thread_events(q.on);
   for (auto* p : s.server().process_table().all())
     if (p->alive()) p->set_thread_events(q.on);
+  return reply::Ok{};
+}
+
+namespace {
+// Whether a QThreadOptions entry's thread id names tid of process pid (gdbserver's ptid
+// matching): "-1" or "p-1.-1" every thread, "p<pid>.-1" (or ".0") every thread of pid; an id
+// without "p" is in the selected process.
+bool names_thread(const std::optional<ThreadId>& id, int selected_pid, int pid, int tid) {
+  if (!id) return true;
+  int want_pid = id->pid.value_or(selected_pid);
+  bool every_thread = id->is_all() || id->is_any();
+  if (want_pid == ThreadId::kAll) return every_thread;
+  return want_pid == pid && (every_thread || id->tid == tid);
+}
+}  // namespace
+
+// GDB 15's per-thread options: clone events (T05clone:) and exit events (w) of the threads
+// named. Checked whole first: an unknown option refuses the packet and changes nothing.
+Reply handle(Session& s, const SetThreadOptions& q) {
+  for (const auto& e : q.entries)
+    if (e.options & ~kSupportedThreadOptions)
+      return error_reply(EINVAL, fmt::format("Unknown thread options requested: {:#x}", e.options));
+  int selected = s.process() ? s.process()->pid() : 0;
+  for (auto* p : s.server().process_table().all()) {
+    if (!p->alive()) continue;
+    for (pid_t tid : p->threads()) {
+      std::optional<uint64_t> options;  // the rightmost entry naming it wins
+      for (const auto& e : q.entries)
+        if (names_thread(e.thread, selected, p->pid(), tid)) options = e.options;
+      if (options)
+        p->set_thread_options(tid, {(*options & kThreadOptionClone) != 0, (*options & kThreadOptionExit) != 0});
+    }
+  }
   return reply::Ok{};
 }
 

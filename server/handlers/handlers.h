@@ -45,6 +45,7 @@ Reply handle(Session&, const ResetEnvironment&);
 Reply handle(Session&, const SetWorkingDir&);
 Reply handle(Session&, const SetCatchSyscalls&);
 Reply handle(Session&, const SetThreadEvents&);
+Reply handle(Session&, const SetThreadOptions&);
 Reply handle(Session&, const Malformed&);
 Reply handle(Session&, const Unknown&);
 

@@ -94,3 +94,34 @@ TEST_CASE("qExecAndArgs (GDB 18)", "[packets][general]") {
   as<QueryExecAndArgs>("qExecAndArgs");
   CHECK(unknown("qExecAndArgs:1"));
 }
+
+TEST_CASE("QThreadOptions", "[packets][general]") {
+  using E = ThreadOptionsEntry;
+  // GDB 15's commit_requested_thread_options(): ";0" clears every thread, then one entry per
+  // thread with options, the rightmost entry that matches a thread winning.
+  CHECK(as<SetThreadOptions>("QThreadOptions;0;3:p1a2b.1a2c").entries ==
+        std::vector<E>{{0, std::nullopt}, {3, ThreadId{0x1a2b, 0x1a2c}}});
+  CHECK(as<SetThreadOptions>("QThreadOptions;0").entries == std::vector<E>{{0, std::nullopt}});
+  CHECK(as<SetThreadOptions>("QThreadOptions;2:p5.-1;1:7").entries ==
+        std::vector<E>{{2, ThreadId{5, -1}}, {1, ThreadId{std::nullopt, 7}}});
+  // As gdbserver, options left out are 0: "QThreadOptions;" clears every thread.
+  CHECK(as<SetThreadOptions>("QThreadOptions;").entries == std::vector<E>{{0, std::nullopt}});
+  CHECK(as<SetThreadOptions>("QThreadOptions;3;").entries == std::vector<E>{{3, std::nullopt}, {0, std::nullopt}});
+  CHECK(as<SetThreadOptions>("QThreadOptions;:p1.2").entries == std::vector<E>{{0, ThreadId{1, 2}}});
+  // Unknown bits parse: the handler refuses them (gdbserver's "Unknown thread options").
+  CHECK(as<SetThreadOptions>("QThreadOptions;4").entries == std::vector<E>{{4, std::nullopt}});
+  CHECK(malformed("QThreadOptions;zz"));
+  CHECK(malformed("QThreadOptions;3:"));
+  CHECK(malformed("QThreadOptions;3:xyz"));
+  CHECK(malformed("QThreadOptions;11111111111111111"));  // more than 64 bits
+  // No ';': not this packet (gdbserver answers it empty).
+  CHECK(unknown("QThreadOptions"));
+  CHECK(unknown("QThreadOptions:3"));
+}
+
+TEST_CASE("QThreadOptions needs its capability", "[packets][general]") {
+  Capabilities base;
+  CHECK(std::holds_alternative<Unknown>(parse_request("QThreadOptions;0", base)));
+  base.set(Capability::ThreadOptions);
+  CHECK(std::holds_alternative<SetThreadOptions>(parse_request("QThreadOptions;0", base)));
+}

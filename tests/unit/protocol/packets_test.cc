@@ -51,6 +51,7 @@ const std::vector<OldRow>& old_table() {
       {"QSetWorkingDir:", false, Capability::Base},
       {"QCatchSyscalls:", false, Capability::CatchSyscalls},
       {"QThreadEvents:", false, Capability::ThreadEvents},
+      {"QThreadOptions;", false, Capability::ThreadOptions},
       {"qRcmd,", false, Capability::Base},
       {"qGetTLSAddr:", false, Capability::Base},
       {"vCont", false, Capability::Base},
@@ -137,6 +138,7 @@ TEST_CASE("every packet name of the single table parses to the same request type
   as<SetWorkingDir>("QSetWorkingDir:2f");
   as<SetCatchSyscalls>("QCatchSyscalls:1");
   as<SetThreadEvents>("QThreadEvents:1");
+  as<SetThreadOptions>("QThreadOptions;0");
   as<Monitor>("qRcmd,68");
   as<GetTlsAddress>("qGetTLSAddr:1,0,0");
   as<VCont>("vCont;c");

@@ -181,6 +181,23 @@ TEST_CASE("non-stop: thread creation, thread exit and no-resumed replies", "[rep
   CHECK(format_thread_exit_reply(ThreadExitReply{0x9c4, 0x9fb, 0x12a}, Dialect{}) == "w2a;9fb");
 }
 
+TEST_CASE("QThreadOptions: the clone stop and the thread exit", "[replies][thread-options]") {
+  // gdbserver 15's prepare_resume_reply: "T05clone:<new thread>;" then the registers and the
+  // parent as the stop's thread; "w<status>;<thread>" for the exit option.
+  StopReply s = basic_stop();
+  s.reason = StopReason::Clone;
+  s.child_pid = 0x14f2;
+  s.child_tid = 0x14f6;
+  CHECK(format_stop_reply(s, gdb_dialect()) ==
+        "T05clone:p14f2.14f6;06:a0e6ffffff7f0000;10:60c0fcf7ff7f0000;thread:p14f2.14f2;core:0;");
+  CHECK(format_stop_reply(s, Dialect{}) ==
+        "T05clone:14f6;06:a0e6ffffff7f0000;10:60c0fcf7ff7f0000;thread:14f2;core:0;");
+  Dialect no_t = gdb_dialect();
+  no_t.disabled.t_stop = true;  // --disable-packet=T: the signal alone, as gdbserver
+  CHECK(format_stop_reply(s, no_t) == "S05");
+  CHECK(encode(ThreadExitReply{0x14f2, 0x14f6, 0}, gdb_dialect()) == "w0;p14f2.14f6");
+}
+
 // ---- protocol::Reply: every reply type through encode(), in GDB's and LLDB's dialect ----
 
 namespace {

@@ -188,6 +188,13 @@ class FakeProcess : public backend::Process {
     if (non_stop_) resumed_.insert(order_.begin(), order_.end());
   }
   std::vector<bool> thread_events;                       // every set_thread_events()
+  void set_thread_options(pid_t tid, backend::ThreadOptions options) override {
+    if (has_thread(tid)) options_[tid] = options;
+  }
+  backend::ThreadOptions thread_options(pid_t tid) const override {
+    auto it = options_.find(tid);
+    return it != options_.end() ? it->second : backend::ThreadOptions{};
+  }
   const std::set<pid_t>& resumed_threads() const { return resumed_; }
   backend::Result<void> detach() override;
   backend::Result<void> kill() override;
@@ -240,6 +247,7 @@ class FakeProcess : public backend::Process {
   pid_t pid_;
   backend::RegisterLayout layout_;
   std::map<pid_t, Thread> threads_;
+  std::map<pid_t, backend::ThreadOptions> options_;  // set_thread_options()
   std::vector<pid_t> order_;  // threads, main first
   std::map<uint64_t, std::vector<uint8_t>> memory_;
   backend::StopEvent last_stop_;

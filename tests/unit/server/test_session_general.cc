@@ -18,7 +18,7 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;binary-upload+;QCatchSyscalls+;QStartNoAckMode+;"
         "multiprocess+;fork-events+;vfork-events+;exec-events+;QNonStop+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
-        "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadEvents+;no-resumed+;stepbranch+;"
+        "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadOptions=3;QThreadEvents+;no-resumed+;stepbranch+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
         "qXfer:siginfo:write+;qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;"
         "qXfer:btrace:read+;qXfer:btrace-conf:read+");
@@ -42,7 +42,8 @@ TEST_CASE("session: qSupported from LLDB lists native-signals and no breakpoint 
         "PacketSize=20000;QPassSignals+;QProgramSignals+;QStartupWithShell+;QEnvironmentHexEncoded+;"
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;QCatchSyscalls+;QStartNoAckMode+;"
         "multiprocess+;fork-events+;vfork-events+;QNonStop+;QDisableRandomization+;native-signals+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
-        "Qbtrace-conf:bts:size+;Qbtrace:off+;vContSupported+;QThreadEvents+;stepbranch+;qXfer:features:read+;"
+        "Qbtrace-conf:bts:size+;Qbtrace:off+;vContSupported+;QThreadOptions=3;QThreadEvents+;stepbranch+;"
+        "qXfer:features:read+;"
         "qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+;"
         "qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;qXfer:btrace:read+;"
         "qXfer:btrace-conf:read+");
