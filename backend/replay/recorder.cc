@@ -84,11 +84,6 @@ bool deterministic_signal(const siginfo_t& si, pid_t pid, long last_nr) {
   return self && (last_nr == SYS_kill || last_nr == SYS_tgkill || last_nr == SYS_tkill);
 }
 
-// Asynchronous signals replay only where they arrived right at a system call's return: the
-// replay sends the signal itself at that syscall's exit (the timer that raised it does not exist
-// there), which puts it at the same count and pc.
-constexpr uint64_t kAtSyscallExit = 1;
-
 class Recorder final : public SyscallInterceptor {
  public:
   Recorder(pid_t pid, TraceWriter& writer, TraceHeader& header)
@@ -262,7 +257,7 @@ int Recorder::on_signal(int sig) {
                          name, si.si_code, regs.rip, e.branches, events_.size()));
       return -1;
     }
-    e.args[1] = kAtSyscallExit;
+    e.args[1] = kSignalAtSyscallExit;
     std::vector<uint8_t> info(sizeof si);
     std::memcpy(info.data(), &si, sizeof si);
     e.writes.push_back(writer_.add_data(0, info));  // the siginfo the handler gets (addr 0: not memory)
