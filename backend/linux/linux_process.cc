@@ -83,6 +83,7 @@ void LinuxProcess::configure(const ProcessSettings& settings) {
     return n ? *n : 0;
   };
   tracer_->configure(setup);
+  if (interceptor_) interceptor_->tracer_replaced(*tracer_);
 }
 
 LinuxProcess::~LinuxProcess() {

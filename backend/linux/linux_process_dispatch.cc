@@ -217,6 +217,8 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
 
 void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
   if (interceptor_) {
+    // The direct branches passed so far count before the interceptor reads the thread's count.
+    if (t.in<run::Traced>()) stepper_.commit_plan(t, get_pc(t.tid));
     std::string message;
     if (interceptor_->take_signal(t.tid, sig, &message)) {  // replay emulated it (rdtsc)
       if (!stopping()) proceed(t);

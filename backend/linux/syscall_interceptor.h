@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "backend/btrace/branch_tracer.h"
+
 namespace backend {
 
 class SyscallInterceptor {
@@ -23,6 +25,9 @@ class SyscallInterceptor {
   // A signal-delivery stop: true when the interceptor consumed the signal (an emulated rdtsc);
   // otherwise the signal goes on as usual, and `message`, when set, to the client's console.
   virtual bool take_signal(pid_t tid, int signo, std::string* message) = 0;
+  // The process's branch tracer was made anew (configure(): the server's settings); the
+  // interceptor starts what it counts on it again (replay's branch count, a coverage sink).
+  virtual void tracer_replaced(BranchTracer& /*tracer*/) {}
 };
 
 }  // namespace backend

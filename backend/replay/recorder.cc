@@ -20,8 +20,11 @@
 
 #include <fmt/format.h>
 
+#include "backend/linux/linux_process.h"
+#include "backend/linux/syscall_interceptor.h"
 #include "backend/ptrace/launch.h"
 #include "backend/ptrace/proc_memory.h"
+#include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
 #include "backend/replay/syscall_stop.h"
 #include "backend/replay/syscall_table.h"
@@ -81,21 +84,33 @@ bool deterministic_signal(const siginfo_t& si, pid_t pid, long last_nr) {
   return self && (last_nr == SYS_kill || last_nr == SYS_tgkill || last_nr == SYS_tkill);
 }
 
-class Recorder {
+class Recorder final : public SyscallInterceptor {
  public:
   Recorder(pid_t pid, TraceWriter& writer, TraceHeader& header)
       : pid_(pid), mem_(pid), writer_(writer), header_(header) {}
 
-  // Runs the program to its end; false (with `why_`) if something had to be refused.
-  bool run();
+  Verdict syscall_entry(pid_t tid) override {
+    user_regs_struct regs{};
+    ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+    return on_entry(regs) ? Verdict{} : Verdict{true, {}};
+  }
+  Verdict syscall_exit(pid_t tid) override {
+    user_regs_struct regs{};
+    ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+    return on_exit(regs) ? Verdict{} : Verdict{true, {}};
+  }
+  // rdtsc emulated: consumed; any other signal goes on to the program (or was refused).
+  bool take_signal(pid_t /*tid*/, int signo, std::string* /*message*/) override { return on_signal(signo) == 0; }
+
+  bool refused() const { return !why_.empty(); }
   const std::string& why() const { return why_; }
+  BranchCounter& counter() { return counter_; }
+  std::vector<TraceEvent>& events() { return events_; }
+  uint64_t branches() const { return counter_.count(pid_); }
 
  private:
   bool refuse(std::string why) {
-    why_ = std::move(why);
-    ::kill(pid_, SIGKILL);
-    int status;
-    while (::waitpid(pid_, &status, __WALL) == pid_ && !WIFEXITED(status) && !WIFSIGNALED(status)) {}
+    if (why_.empty()) why_ = std::move(why);
     return false;
   }
   bool on_entry(const user_regs_struct& regs);
@@ -108,6 +123,7 @@ class Recorder {
   ProcMemory mem_;
   TraceWriter& writer_;
   TraceHeader& header_;
+  BranchCounter counter_;
   std::vector<TraceEvent> events_;  // written at the end: an openat learns later that it was mapped
   std::map<int, size_t> fd_open_;   // fd -> the openat event that made it
   std::string why_;
@@ -115,7 +131,7 @@ class Recorder {
   bool in_syscall_ = false;
   bool forced_enosys_ = false;
   long last_nr_ = -1;
-  friend int replay::record(const RecordOptions&);
+  uint64_t exit_branches_ = UINT64_MAX;  // the count at the last syscall's exit (until the next stop)
 };
 
 bool Recorder::on_entry(const user_regs_struct& regs) {
@@ -123,6 +139,8 @@ bool Recorder::on_entry(const user_regs_struct& regs) {
   e.kind = EventKind::Syscall;
   e.nr = static_cast<int64_t>(regs.orig_rax);
   e.pc = regs.rip;
+  e.branches = branches();
+  exit_branches_ = UINT64_MAX;
   uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
   std::copy(args, args + 6, e.args);
   auto policy = syscall_policy(e.nr, e.args, pid_);
@@ -168,6 +186,7 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
     if (auto it = fd_open_.find(static_cast<int>(e.args[0])); it != fd_open_.end()) fd_open_[fd] = it->second;
   }
   if (e.nr == SYS_close && e.result == 0) fd_open_.erase(static_cast<int>(e.args[0]));
+  exit_branches_ = branches();
   if (e.nr == SYS_mmap && !(e.args[3] & 0x20 /*MAP_ANONYMOUS*/) && e.result >= 0) {
     int mapped_fd = static_cast<int>(e.args[4]);
     auto it = fd_open_.find(mapped_fd);
@@ -203,6 +222,8 @@ bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
   TraceEvent e;
   e.kind = EventKind::Rdtsc;
   e.pc = regs.rip;
+  e.branches = branches();
+  exit_branches_ = UINT64_MAX;
   e.nr = rdtscp ? 1 : 0;
   e.args[0] = out.rax;
   e.args[1] = out.rdx;
@@ -217,56 +238,80 @@ int Recorder::on_signal(int sig) {
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs);
   if (sig == SIGSEGV && si.si_code == SI_KERNEL && emulate_rdtsc(regs)) return 0;
-  if (!deterministic_signal(si, pid_, last_nr_)) {
-    refuse(fmt::format("the program received {} (asynchronous: si_code {}) at pc {:#x}, after event {}; delivering "
-                       "it at the same instruction in replay needs the exact branch count, which record does not "
-                       "take yet",
-                       sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : fmt::format("signal {}", sig),
-                       si.si_code, regs.rip, events_.size()));
-    return -1;
-  }
   TraceEvent e;
   e.kind = EventKind::Signal;
   e.nr = sig;
   e.pc = regs.rip;
+  e.branches = branches();
   e.args[0] = static_cast<uint64_t>(si.si_code);
+  std::string name = sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : fmt::format("signal {}", sig);
+  if (!deterministic_signal(si, pid_, last_nr_)) {
+    // Right at the return of the last syscall (no instruction since): the replay sends it there.
+    const TraceEvent* last = events_.empty() ? nullptr : &events_.back();
+    bool at_exit = last && last->kind == EventKind::Syscall && !in_syscall_ && last->pc == regs.rip &&
+                   exit_branches_ == e.branches;
+    if (!at_exit) {
+      refuse(fmt::format("the program received {} (asynchronous: si_code {}) at pc {:#x}, branch {}, after event "
+                         "{}, not at a system call's return; delivering it inside the program's own code needs "
+                         "the replay to run to that branch count, which is not done yet",
+                         name, si.si_code, regs.rip, e.branches, events_.size()));
+      return -1;
+    }
+    e.args[1] = kSignalAtSyscallExit;
+    std::vector<uint8_t> info(sizeof si);
+    std::memcpy(info.data(), &si, sizeof si);
+    e.writes.push_back(writer_.add_data(0, info));  // the siginfo the handler gets (addr 0: not memory)
+  }
   events_.push_back(e);
   return sig;
 }
 
-bool Recorder::run() {
-  int deliver = 0;
+// Drives the program to its end, delivering the signals it gets; false when something was refused
+// (the program is killed then).
+bool run(Process& process, Recorder& recorder, TraceHeader& header) {
+  if (auto on = process.tracer().start_coverage(&recorder.counter(), {process.pid()}); !on)
+    return false;
+  ResumePlan plan;
+  plan.others = ResumeAction{ResumeKind::Continue, 0};
+  if (!process.resume(plan)) return false;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigset_t old;
+  ::sigprocmask(SIG_BLOCK, &chld, &old);
+  bool ok = false;
   for (;;) {
-    if (::ptrace(PTRACE_SYSCALL, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(deliver))) != 0)
-      return refuse(fmt::format("ptrace: {}", std::strerror(errno)));
-    deliver = 0;
-    int status = 0;
-    if (::waitpid(pid_, &status, __WALL) < 0) {
-      if (errno == EINTR) continue;
-      return refuse(fmt::format("waitpid: {}", std::strerror(errno)));
-    }
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      TraceEvent e;
-      e.kind = EventKind::Exit;
-      e.nr = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      header_.exit_status = static_cast<int>(e.nr);
-      header_.complete = true;
-      events_.push_back(e);
-      return true;
-    }
-    if (!WIFSTOPPED(status)) continue;
-    int sig = WSTOPSIG(status);
-    if (sig == (SIGTRAP | 0x80)) {
-      user_regs_struct regs{};
-      ::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs);
-      bool entry = syscall_stop_is_entry(pid_, in_syscall_);
-      if (!(entry ? on_entry(regs) : on_exit(regs))) return false;
+    auto ev = process.poll_events();
+    if (!ev) {
+      if (!process.wants_poll()) {
+        timespec wait{0, 5'000'000};
+        (void)::sigtimedwait(&chld, nullptr, &wait);
+      }
       continue;
     }
-    if (status >> 16 != 0) continue;  // a ptrace event stop (none is asked for)
-    deliver = on_signal(sig);
-    if (deliver < 0) return false;
+    if (recorder.refused()) {
+      (void)process.kill();
+      break;
+    }
+    if (ev->kind == StopKind::Exited || ev->kind == StopKind::Killed) {
+      TraceEvent e;
+      e.kind = EventKind::Exit;
+      e.nr = ev->kind == StopKind::Exited ? ev->exit_status : -ev->signo;
+      e.branches = recorder.branches();
+      header.exit_status = static_cast<int>(e.nr);
+      header.complete = true;
+      recorder.events().push_back(e);
+      ok = true;
+      break;
+    }
+    plan.others = ResumeAction{ResumeKind::Continue, ev->kind == StopKind::Signal ? ev->signo : 0};
+    if (!process.resume(plan)) {
+      (void)process.kill();
+      break;
+    }
   }
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  return ok;
 }
 
 }  // namespace
@@ -287,19 +332,19 @@ int record(const RecordOptions& options) {
   launch.startup_with_shell = false;  // the shell would add to the environment and exec twice
   launch.disable_randomization = true;
   launch.trap_tsc = true;
-  auto pid = launch_traced(launch);
-  if (!pid) {
-    std::fprintf(stderr, "branchstub record: %s\n", pid.error().message.c_str());
+  // An ordinary inferior, as replay's: the same engine counts the branches in both.
+  auto process = LinuxProcess::launch_process(launch);
+  if (!process) {
+    std::fprintf(stderr, "branchstub record: %s\n", process.error().message.c_str());
     return kCannotRecord;
   }
-  ::ptrace(PTRACE_SETOPTIONS, *pid, nullptr,
-           reinterpret_cast<void*>(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC));
+  pid_t pid = (*process)->pid();
   TraceHeader header;
   header.argv = options.argv;
-  header.pid = *pid;
+  header.pid = pid;
   char cwd[PATH_MAX];
   header.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "";
-  if (auto env = read_proc_file(*pid, "environ")) {
+  if (auto env = read_proc_file(pid, "environ")) {
     std::string all(env->begin(), env->end());
     for (size_t at = 0; at < all.size();) {
       size_t end = all.find('\0', at);
@@ -309,26 +354,27 @@ int record(const RecordOptions& options) {
     }
   }
   char exe[PATH_MAX];
-  ssize_t n = ::readlink(fmt::format("/proc/{}/exe", *pid).c_str(), exe, sizeof exe - 1);
+  ssize_t n = ::readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1);
   header.exe = n > 0 ? std::string(exe, static_cast<size_t>(n)) : options.argv.front();
   header.exe_hash = hash_file(header.exe).ok() ? *hash_file(header.exe) : 0;
-  auto facts = prepare_exec(*pid);
+  auto facts = prepare_exec(pid);
   if (!facts) {
-    ::kill(*pid, SIGKILL);
+    (void)(*process)->kill();
     std::fprintf(stderr, "branchstub record: %s\n", facts.error().message.c_str());
     return kCannotRecord;
   }
   header.auxv = facts->auxv;
   header.at_random = facts->at_random;
 
-  Recorder recorder(*pid, **writer, header);
-  bool ok = recorder.run();
-  for (auto& e : recorder.events_) (void)(*writer)->add_event(std::move(e));
+  auto* recorder = new Recorder(pid, **writer, header);
+  (*process)->set_syscall_interceptor(std::unique_ptr<SyscallInterceptor>(recorder));
+  bool ok = run(**process, *recorder, header);
+  for (auto& e : recorder->events()) (void)(*writer)->add_event(std::move(e));
   if (!ok) {
     std::fprintf(stderr,
                  "branchstub record: refused: %s.\nbranchstub record: the program was stopped; %s holds no "
                  "replayable trace (docs/record-replay.md says what is supported).\n",
-                 recorder.why().c_str(), dir.c_str());
+                 recorder->why().c_str(), dir.c_str());
     return kCannotRecord;
   }
   if (auto done = (*writer)->finish(header); !done) {

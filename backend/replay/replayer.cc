@@ -13,6 +13,7 @@
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_memory.h"
+#include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
@@ -30,8 +31,8 @@ std::string describe_call(long nr, const uint64_t args[6]) {
 std::string describe(const TraceEvent& e) {
   switch (e.kind) {
     case EventKind::Syscall: return fmt::format("{} at pc {:#x}", describe_call(e.nr, e.args), e.pc);
-    case EventKind::Rdtsc: return fmt::format("rdtsc at pc {:#x}", e.pc);
-    case EventKind::Signal: return fmt::format("signal {} at pc {:#x}", e.nr, e.pc);
+    case EventKind::Rdtsc: return fmt::format("rdtsc at pc {:#x}, branch {}", e.pc, e.branches);
+    case EventKind::Signal: return fmt::format("signal {} at pc {:#x}, branch {}", e.nr, e.pc, e.branches);
     case EventKind::Exit: return fmt::format("the program's end (status {})", e.nr);
   }
   return "?";
@@ -44,8 +45,16 @@ class Replayer final : public SyscallInterceptor {
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;
+  BranchCounter& counter() { return counter_; }
+  void tracer_replaced(BranchTracer& tracer) override { (void)tracer.start_coverage(&counter_, {pid_}); }
 
  private:
+  // The event's branch count against the thread's: a divergence message, or "" when equal.
+  std::string count_mismatch(const TraceEvent& e) const {
+    uint64_t seen = counter_.count(pid_);
+    if (seen == e.branches) return {};
+    return fmt::format("{}: expected branch count {}, saw {}", describe(e), e.branches, seen);
+  }
   const TraceEvent* next() const {
     return cursor_ < trace_.events().size() ? &trace_.events()[cursor_] : nullptr;
   }
@@ -65,6 +74,7 @@ class Replayer final : public SyscallInterceptor {
   TraceReader trace_;
   pid_t pid_;
   ProcMemory mem_;
+  BranchCounter counter_;
   size_t cursor_ = 0;
   std::string diverged_;
   // Between a syscall's entry and exit stops.
@@ -92,6 +102,7 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
   bool same = e->nr == nr && e->pc == regs.rip;
   for (int i = 0; same && i < syscall_arg_count(nr); ++i) same = e->args[i] == args[i];
   if (!same) return diverge(tid, "expected " + describe(*e) + ", saw " + seen);
+  if (auto bad = count_mismatch(*e); !bad.empty()) return diverge(tid, bad);
   as_ = syscall_policy(nr, args, trace_.header().pid).as;
   saved_ = regs;
   current_ = e;
@@ -174,6 +185,10 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   if (as_ != ReplayAs::Execute && as_ != ReplayAs::ExecuteUnchecked) ::ptrace(PTRACE_SETREGS, tid, nullptr, &out);
   if (!mismatch.empty()) return diverge(tid, describe(*e) + ": " + mismatch);
   ++cursor_;
+  // An asynchronous signal recorded right at this syscall's return: sent now, it is delivered
+  // before the next instruction (take_signal gives it the recorded siginfo).
+  if (const TraceEvent* n = next(); n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit)
+    ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
   return {};
 }
 
@@ -183,7 +198,8 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
   const TraceEvent* e = next();
-  if (signo == SIGSEGV && si.si_code == SI_KERNEL && e && e->kind == EventKind::Rdtsc && e->pc == regs.rip) {
+  if (signo == SIGSEGV && si.si_code == SI_KERNEL && e && e->kind == EventKind::Rdtsc && e->pc == regs.rip &&
+      count_mismatch(*e).empty()) {
     regs.rax = e->args[0];
     regs.rdx = e->args[1];
     if (e->nr == 1) regs.rcx = e->args[2];
@@ -193,6 +209,19 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
     return true;
   }
   if (e && e->kind == EventKind::Signal && e->nr == signo) {
+    if (auto bad = count_mismatch(*e); !bad.empty() || e->pc != regs.rip) {
+      if (bad.empty()) bad = fmt::format("{}: saw it at pc {:#x}", describe(*e), regs.rip);
+      if (diverged_.empty()) {
+        diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: {}\n", cursor_, trace_.events().size(), bad);
+        std::fputs(diverged_.c_str(), stderr);
+        *message = diverged_;
+      }
+      return false;
+    }
+    if (e->args[1] == kSignalAtSyscallExit && !e->writes.empty()) {  // the recorded siginfo, not our tgkill's
+      if (auto info = trace_.bytes(e->writes.front()); info && info->size() == sizeof(siginfo_t))
+        ::ptrace(PTRACE_SETSIGINFO, tid, nullptr, info->data());
+    }
     ++cursor_;
     return false;
   }
@@ -238,7 +267,10 @@ Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const Lau
   pid_t pid = (*process)->pid();
   auto facts = prepare_exec(pid, h.at_random);
   if (!facts) return facts.error();
-  (*process)->set_syscall_interceptor(std::make_unique<Replayer>(std::move(*trace), pid));
+  auto replayer = std::make_unique<Replayer>(std::move(*trace), pid);
+  // The thread's taken branches, counted as record counted them (the software engine).
+  if (auto on = (*process)->tracer().start_coverage(&replayer->counter(), {pid}); !on) return on.error();
+  (*process)->set_syscall_interceptor(std::move(replayer));
   return std::unique_ptr<Process>(std::move(*process));
 }
 

@@ -27,9 +27,15 @@ inline constexpr int kTraceVersion = 1;
 enum class EventKind : uint32_t {
   Syscall = 1,  // a system call: number, arguments, result, the memory it wrote
   Rdtsc = 2,    // an rdtsc/rdtscp trapped by PR_SET_TSC: the value it returned
-  Signal = 3,   // a synchronous signal delivered to the program (informational, checked)
+  Signal = 3,   // a signal delivered to the program: args[0] si_code, args[1] flags (below)
   Exit = 4,     // the program's end: exit status or terminating signal
 };
+
+// Signal args[1]: an asynchronous signal (a timer's, another process's) that arrived right at
+// the return of the syscall before it; writes[0] holds its siginfo_t (address 0). Replay sends
+// it at that syscall's exit. Without the flag: a signal the program raised itself (a fault, a
+// kill to itself), which recurs by itself.
+inline constexpr uint64_t kSignalAtSyscallExit = 1;
 
 struct MemoryWrite {
   uint64_t addr = 0;
@@ -40,8 +46,8 @@ struct MemoryWrite {
 struct TraceEvent {
   EventKind kind = EventKind::Syscall;
   uint64_t position = 0;  // index of the event in the trace (the replay's coordinate)
-  // Taken branches of the thread before this event; 0 while counting is not implemented
-  // (docs/record-replay.md): the replay checks it only when both runs have it.
+  // Taken branches of the thread before this event (its exact count, from the first
+  // instruction after exec): the replay checks it at every syscall, rdtsc and signal.
   uint64_t branches = 0;
   uint64_t pc = 0;           // the instruction after the syscall / at the rdtsc; for checks
   int64_t nr = 0;            // Syscall: number; Signal: signal number; Exit: status or -signal

@@ -3,7 +3,8 @@
  * prints them, and stops at values_ready() where GDB reads the same values.
  *   replay_prog FILE           the values
  *   replay_prog FILE thread    also starts a thread (record refuses it)
- *   replay_prog FILE alarm     also waits for SIGALRM from setitimer (record refuses it) */
+ *   replay_prog FILE alarm     also takes three SIGALRMs from setitimer while it loops, and
+ *                              prints the loop index at which each arrived */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,9 +24,15 @@ long pid;
 unsigned long long tsc;
 volatile int usr1_count;
 volatile int alarm_count;
+volatile long loop_index;
+long alarm_at[3];
 
 static void on_usr1(int sig) { (void)sig; usr1_count++; }
-static void on_alarm(int sig) { (void)sig; alarm_count++; }
+static void on_alarm(int sig) {
+  (void)sig;
+  if (alarm_count < 3) alarm_at[alarm_count] = loop_index;
+  alarm_count++;
+}
 static void* thread_main(void* arg) { return arg; }
 
 __attribute__((noinline)) void values_ready(void) { __asm__ volatile("" ::: "memory"); }
@@ -53,9 +60,18 @@ int main(int argc, char** argv) {
   }
   if (argc > 2 && strcmp(argv[2], "alarm") == 0) {
     signal(SIGALRM, on_alarm);
-    struct itimerval it = {{0, 2000}, {0, 2000}};
+    struct timespec first = {0, 1000};
+    nanosleep(&first, NULL); /* bound before the timer runs: the loop is all syscall */
+    struct itimerval it = {{0, 20000}, {0, 20000}};
     setitimer(ITIMER_REAL, &it, NULL);
-    while (alarm_count < 3) getppid();
+    /* Most of the time is spent in nanosleep: the signals arrive there (EINTR). */
+    for (loop_index = 0; alarm_count < 3; loop_index++) {
+      struct timespec d = {0, 2000000};
+      nanosleep(&d, NULL);
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("alarms=%ld,%ld,%ld\n", alarm_at[0], alarm_at[1], alarm_at[2]);
   }
   printf("file=%s\n", file_text);
   printf("time=%ld\n", now);

@@ -222,3 +222,36 @@ TEST_CASE("syscall table: the memory each syscall writes") {
   CHECK(w[1].addr == 0x8000);
   CHECK(w[1].length == 6);
 }
+
+#include "backend/replay/branch_counter.h"
+
+TEST_CASE("replay: an asynchronous signal's count, flag and siginfo pointer survive encoding", "[replay]") {
+  backend::replay::TraceEvent e;
+  e.kind = backend::replay::EventKind::Signal;
+  e.branches = 123456789;
+  e.nr = 14;
+  e.args[0] = 0x80;
+  e.args[1] = backend::replay::kSignalAtSyscallExit;
+  e.writes.push_back({0, 64, 128});
+  auto bytes = backend::replay::encode_event(e);
+  size_t at = 0;
+  auto back = backend::replay::decode_event(bytes, at);
+  REQUIRE(back.ok());
+  CHECK(back->branches == 123456789);
+  CHECK(back->args[1] == backend::replay::kSignalAtSyscallExit);
+  REQUIRE(back->writes.size() == 1);
+  CHECK(back->writes[0].length == 128);
+}
+
+TEST_CASE("replay: the branch counter counts per thread, from its start", "[replay]") {
+  backend::replay::BranchCounter c;
+  c.thread_started(7, 0x1000);
+  CHECK(c.count(7) == 0);
+  c.branch(7, 1, 2);
+  c.branch(7, 3, 4);
+  c.branch(8, 3, 4);
+  c.thread_started(7, 0x2000);  // a new tracer (the server's settings): the count goes on
+  CHECK(c.count(7) == 2);
+  CHECK(c.count(8) == 1);
+  CHECK(c.count(9) == 0);
+}

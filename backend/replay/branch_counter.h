@@ -1,0 +1,31 @@
+// The taken-branch count of each recorded or replayed thread: the "ticks" that place an event
+// (docs/record-replay.md). A coverage sink of the process's branch tracer (the software
+// engine runs the thread block by block and reports every taken branch, exactly, on any x86-64
+// machine): only counted, no history kept. record and replay count the same way, so equal
+// execution gives equal counts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+
+#include "backend/btrace/branch_tracer.h"
+
+namespace backend::replay {
+
+class BranchCounter final : public BranchSink {
+ public:
+  void thread_started(pid_t tid, uint64_t /*pc*/) override { counts_.try_emplace(tid, 0); }
+  void branch(pid_t tid, uint64_t /*from*/, uint64_t /*to*/) override { ++counts_[tid]; }
+  void thread_ended(pid_t /*tid*/, uint64_t /*pc*/) override {}
+  uint64_t count(pid_t tid) const {
+    auto it = counts_.find(tid);
+    return it == counts_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::map<pid_t, uint64_t> counts_;
+};
+
+}  // namespace backend::replay
