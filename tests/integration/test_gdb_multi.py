@@ -8,6 +8,7 @@ from harness import gdb_remote, inferior
 
 BASIC = inferior("basic")
 SLEEPER = inferior("sleeper")
+EXIT_THREADS = inferior("exit_threads")
 
 # GDB stops every thread it believes runs when one process exits (all-stop on top of a
 # non-stop target, as gdb.multi/multi-exit.exp and multi-kill.exp run it).
@@ -46,7 +47,7 @@ for _ in range(len(gdb.inferiors()) + 2):
 
 # Resumes every process and SIGKILLs them all from outside once none is stopped any more.
 KILL_ALL_WHILE_RUNNING = r'''
-import os, signal, threading, time
+import gdb, os, signal, threading, time
 
 pids = [i.pid for i in gdb.inferiors() if i.pid]
 
@@ -100,3 +101,23 @@ def test_processes_killed_from_outside_while_all_run(procs):
     assert "while the selected thread is running" not in out, r
     assert len(re.findall(r"Program terminated with signal SIGKILL", out)) == n, r
     assert "LIVE []" in out, r
+
+
+def test_threaded_program_run_again_beside_a_stopped_one(procs):
+    """A program whose main returns while its other threads are stopped, run to its end again
+    and again while another inferior stays stopped (gdb.multi/multi-re-run.exp). Its exit
+    kills those threads before the server resumes them; they still count as running until
+    their exits come, so the exit is reported, never "no resumed" ("No unwaited-for children
+    left.")."""
+    runs = 8
+    srv = procs.server(["--multi", "{COMM}"])
+    stop = ("break all_started", "run")
+    cmds = _start_each(EXIT_THREADS, 2, stop)
+    for _ in range(runs - 1):
+        cmds += ["continue", "run"]
+    cmds += ["continue", "info inferiors", "monitor exit"]
+    r = gdb_remote(srv, cmds, extended=True, timeout=180)
+    out = r.out
+    assert "No unwaited-for children left" not in out, r
+    assert len(re.findall(r"\[Inferior 2 \(process \d+\) exited normally\]", out)) == runs, r
+    assert re.search(r"^  1 +process \d+ ", out, re.M), r
