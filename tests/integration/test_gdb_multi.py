@@ -2,13 +2,19 @@
 add-inferior, `set schedule-multiple on`, processes that exit or are killed while all run,
 a threaded program run again beside a stopped one, and the terminal each launched program
 gets. Each test is one cause of a gdb.multi line the server once lost."""
+import fcntl
+import os
+import pty
 import re
+import subprocess
+import termios
 
-from harness import gdb_remote, inferior
+from harness import Reader, SERVER, _kill_proc, _extra_server_args, free_port, gdb_remote, inferior
 
 BASIC = inferior("basic")
 SLEEPER = inferior("sleeper")
 EXIT_THREADS = inferior("exit_threads")
+TTY_USER = inferior("tty_user")
 
 # GDB stops every thread it believes runs when one process exits (all-stop on top of a
 # non-stop target, as gdb.multi/multi-exit.exp and multi-kill.exp run it).
@@ -121,3 +127,43 @@ def test_threaded_program_run_again_beside_a_stopped_one(procs):
     assert "No unwaited-for children left" not in out, r
     assert len(re.findall(r"\[Inferior 2 \(process \d+\) exited normally\]", out)) == runs, r
     assert re.search(r"^  1 +process \d+ ", out, re.M), r
+
+
+class TtyServer:
+    """The server with a pseudo-terminal as its controlling terminal and stdio, the way
+    DejaGnu runs it (and a user in a shell): the programs it launches share that terminal."""
+
+    def __init__(self, args):
+        self.port = free_port()
+        argv = [SERVER] + _extra_server_args(SERVER, args) + \
+            [a.replace("{COMM}", "127.0.0.1:%d" % self.port) for a in args]
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.tty = Reader(os.fdopen(master, "rb", buffering=0))
+        assert self.tty.wait_for(r"Listening on port", 30), self.tty.text
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        _kill_proc(self.proc)
+
+
+def test_each_launched_program_gets_the_terminal(procs):
+    """Each program the server launches runs in a process group of its own, made the
+    foreground group of the server's terminal (gdbserver). Of two run in one session, the
+    first is then in the background: using the terminal stops it with SIGTTOU, while the
+    second uses it freely (gdb.multi/multi-term-settings.exp, run/run)."""
+    srv = TtyServer(["--multi", "{COMM}"])
+    procs.servers.append(srv)
+    r = gdb_remote(srv, _start_each(TTY_USER, 2) + [
+        "set schedule-multiple on", "continue", "info inferiors",
+        "set schedule-multiple off", "inferior 2", "break tick if count == 20", "continue",
+        "kill inferiors 1 2", "monitor exit"], extended=True, timeout=120)
+    out = r.out
+    assert re.search(r'Thread 1\.1 "tty_user" received signal SIGTTOU', out), (r, srv.tty.text)
+    assert re.search(r'Thread 2\.1 "tty_user" hit Breakpoint [\d.]+, tick \(count=20\)', out), (r, srv.tty.text)
+    assert "Thread 2.1 \"tty_user\" received signal SIGTTOU" not in out, r
+    assert srv.tty.wait_for(r"pid \d+ count 19", 10), srv.tty.text
