@@ -225,6 +225,7 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     log("thread {}: {} (signal {}), mode {}", t.tid, request_name(request), signo, mode_name(t.mode));
   t.stepping = request == PTRACE_SINGLESTEP || request == kPtraceSingleblock;
   t.running = true;
+  t.stop_regs.reset();
   t.request = request;
 }
 
