@@ -125,15 +125,16 @@ if [[ $build_ok == 1 ]]; then
     skip_stage "integration (pytest)" "no tests/integration/test_*.py yet"
   fi
 
-  # 5. GDB's own testsuite (gdb.server, gdb.btrace on both gdbserver boards) against the
-  #    committed expected results; prints its own "N passed, M failed" (test lines) first.
+  # 5. GDB's own testsuite (gdb.server, gdb.btrace on both gdbserver boards, gdb.multi on the
+  #    extended one) against the committed expected results; prints its own "N passed,
+  #    M failed" (test lines) first.
   if [[ $quick == 1 ]]; then
     skip_stage "gdb testsuite" "--quick"
   elif [[ -f tests/gdb-testsuite/run.sh ]]; then
     # Its own deadline comes first, so that a slow run still reports which lines it lost.
     gts_timeout=${GDB_TESTSUITE_TIMEOUT:-600}
     BRANCHSTUB_BUILD=$build_dir GDB_TESTSUITE_DEADLINE=${GDB_TESTSUITE_DEADLINE:-$((gts_timeout - 90))} \
-      run_stage "gdb testsuite (gdb.server, gdb.btrace)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
+      run_stage "gdb testsuite (gdb.server, gdb.btrace, gdb.multi)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
   else
     skip_stage "gdb testsuite" "tests/gdb-testsuite/run.sh not in the tree yet"
   fi

@@ -266,6 +266,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void handle_stashed();
   // poll_events() in non-stop, after the wait statuses were handled.
   std::optional<StopEvent> next_non_stop_event();
+  bool waits_for_resume() const;  // non-stop: nothing to wait for until the client resumes it
 
   // ---- emulated watchpoints (linux_process_watch.cc) ----
   StopEvent watch_event(pid_t tid, const WatchHit& hit) const;

@@ -35,15 +35,23 @@ Result<void> LinuxProcess::set_siginfo(pid_t tid, std::span<const uint8_t> info)
 Result<RegisterFile> LinuxProcess::read_registers(pid_t tid, RegisterSet set) {
   if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
   if (non_stop_ && thread_running(tid)) return Error{EBUSY, fmt::format("Thread {} is running.", tid)};
+  LinuxThread* t = find(tid);
   std::string err;
   auto f = RegisterAccess::read(tid, layout_, &err, set);
-  if (!f) return Error{errno ? errno : EIO, err};
+  if (!f) {
+    int code = errno ? errno : EIO;
+    if (code == ESRCH && t && t->stop_regs) return *t->stop_regs;  // died while stopped
+    return Error{code, err};
+  }
+  // An All read keeps what a General one of the same stop would add nothing to.
+  if (t && !t->running && (set == RegisterSet::All || !t->stop_regs)) t->stop_regs = *f;
   return std::move(*f);
 }
 
 Result<void> LinuxProcess::write_registers(pid_t tid, const RegisterFile& regs) {
   if (!has_thread(tid)) return Error{ESRCH, fmt::format("Unknown thread {}.", tid)};
   if (non_stop_ && thread_running(tid)) return Error{EBUSY, fmt::format("Thread {} is running.", tid)};
+  if (LinuxThread* t = find(tid)) t->stop_regs.reset();
   std::string err;
   if (!RegisterAccess::write(tid, layout_, regs, &err)) return Error{errno ? errno : EIO, err};
   return {};

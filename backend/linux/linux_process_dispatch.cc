@@ -44,6 +44,7 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   // until the resume after them).
   if (leader_exit_status_ && !thread_exits_untold() && (non_stop_ || phase_ == Phase::Running)) exit_held_leader();
   if (!stashed_.empty()) handle_stashed();
+  if (non_stop_ && waits_for_resume()) return std::nullopt;
 
   // Per-thread waits (not waitpid(-1)): other children of the server are none of our business.
   // A traced run can produce statuses forever: hand back to the loop after a bounded slice.
@@ -127,6 +128,7 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   LinuxThread* t = find(tid);
   if (!t) return;
   ++ptrace_stops_;
+  t->stop_regs.reset();  // it ran (or died) since they were read
   if (settings_.log && !t->in<run::Traced>() && !t->in<run::WatchStep>())
     log("thread {}: {} (mode {})", tid, describe_status(status), mode_name(t->mode));
   if (WIFEXITED(status) || WIFSIGNALED(status)) return handle_exit(*t, status);

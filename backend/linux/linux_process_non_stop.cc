@@ -80,6 +80,18 @@ void LinuxProcess::hold_attach_stops() {
   phase_ = Phase::Running;
 }
 
+// Non-stop: a process the client knows as stopped all over, with nothing left to tell, is not
+// waited for until it is resumed (gdbserver): killed from outside meanwhile, its threads answer
+// with the registers of their stops (stop_regs) and its exit is told when the client resumes
+// it. GDB, in all-stop over non-stop, reads a stopped thread's registers before it resumes
+// anything, and goes no further when they are gone (gdb.multi/multi-kill.exp).
+bool LinuxProcess::waits_for_resume() const {
+  if (!ns_events_.empty() || !deferred_.empty() || resumed_thread_gone_) return false;
+  for (const auto& [tid, t] : threads_)
+    if (t.resumed || t.running) return false;
+  return true;
+}
+
 bool LinuxProcess::thread_running(pid_t tid) const {
   if (!non_stop_) return running();
   auto it = threads_.find(tid);
@@ -150,6 +162,16 @@ void LinuxProcess::request_stop(LinuxThread& t, int signo) {
 }
 
 void LinuxProcess::report_non_stop(LinuxThread& t, StopEvent ev) {
+  // GDB's stop request racing a SIGKILL from outside: stopped, then gone before this report.
+  // No stop without registers (GDB fails to read them): it counts as running, and its exit,
+  // at the next poll, answers the stop request.
+  std::string err;
+  auto regs = RegisterAccess::read(t.tid, layout_, &err, RegisterSet::General);
+  if (!regs && errno == ESRCH) {
+    log("thread {}: gone before its stop was reported", t.tid);
+    t.running = true;
+    return;
+  }
   bool was_step_over = step_over_tid_ == t.tid;
   if (t.stop_requested && ev.kind == StopKind::Signal && ev.signo == 0) ev.signo = t.stop_signal;
   t.resumed = false;
@@ -158,6 +180,10 @@ void LinuxProcess::report_non_stop(LinuxThread& t, StopEvent ev) {
   t.paused = false;
   deferred_.erase(t.tid);
   settle_thread(t);
+  // Kept for a SIGKILL from outside before the client has read them (see stop_regs); read
+  // again, as settling may have moved the thread (the killer may be quicker than that).
+  if (auto settled = RegisterAccess::read(t.tid, layout_, &err, RegisterSet::General)) regs = std::move(settled);
+  if (regs) t.stop_regs = std::move(*regs);
   t.last_event = ev;
   // A leader that left with pthread_exit has no wait status: look now, so the thread list the
   // client asks for at this stop no longer shows it (the idle polls look only every 20 ms).

@@ -233,12 +233,18 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);
   if (request != PTRACE_SYSCALL) t.in_syscall = false;  // no exit stop will tell (the syscall ends unseen)
   if (::ptrace(static_cast<__ptrace_request>(request), t.tid, nullptr,
-               reinterpret_cast<void*>(static_cast<long>(signo))) != 0)
-    return;  // ESRCH: the thread is gone; its exit status will tell
+               reinterpret_cast<void*>(static_cast<long>(signo))) != 0) {
+    // ESRCH: the thread is dying (an exit_group of a thread resumed before it, a SIGKILL):
+    // its exit status will tell, so it counts as running until then. Counted as stopped, a
+    // leader seen a zombie first would leave no thread running and report "no resumed".
+    if (errno == ESRCH) t.running = true;
+    return;
+  }
   if (settings_.log && !t.in<run::Traced>() && !t.in<run::WatchStep>())  // those two resume per block: too many lines
     log("thread {}: {} (signal {}), mode {}", t.tid, request_name(request), signo, mode_name(t.mode));
   t.stepping = request == PTRACE_SINGLESTEP || request == kPtraceSingleblock;
   t.running = true;
+  t.stop_regs.reset();
   t.request = request;
 }
 

@@ -103,6 +103,10 @@ struct LinuxThread {
   bool stashed = false;
   long request = 0;
   std::optional<StopEvent> last_event;
+  // Its registers as last read while it stayed stopped (dropped when it runs, a status comes,
+  // or the client writes them): what a read answers once it has died since, killed from
+  // outside while stopped, as gdbserver answers from its register cache.
+  std::optional<RegisterFile> stop_regs;
 
   template <typename M>
   bool in() const { return std::holds_alternative<M>(mode); }

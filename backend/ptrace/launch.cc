@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "backend/ptrace/proc_info.h"
+#include "backend/ptrace/terminal.h"
 
 extern char** environ;
 
@@ -127,13 +128,14 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
 
 // Child side; never returns. Only async-signal-safe calls after fork (everything was prepared).
 [[noreturn]] void child_exec(const LaunchOptions& o, bool via_shell, const char* shell, char* const* shell_argv,
-                             char* const* argv, char* const* envp, const char* dir) {
+                             char* const* argv, char* const* envp, const char* dir, bool own_terminal) {
   // The server blocks SIGCHLD (it reads it from a signalfd) and ignores SIGPIPE; the program
   // must start with the defaults, as it would without a debugger.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
+  terminal_child_setup(own_terminal);
   ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
   if (o.disable_randomization) {
     int current = ::personality(0xffffffff);
@@ -198,10 +200,12 @@ Result<pid_t> launch_traced(const LaunchOptions& options) {
   }
   const char* dir = options.working_dir ? working_dir.c_str() : nullptr;
 
+  const bool own_terminal = terminal_handover();
   pid_t pid = ::fork();
   if (pid < 0) return errno_error("Cannot fork");
   if (pid == 0) child_exec(options, options.startup_with_shell, shell.c_str(), shell_argv.data(), argv.data(),
-                           envp.data(), dir);
+                           envp.data(), dir, own_terminal);
+  if (own_terminal) hand_terminal_to(pid);
 
   auto startup_exit = [&](int status) -> Error {
     if (WIFEXITED(status))

@@ -1,6 +1,7 @@
 // Starting a program under ptrace the way gdbserver does: fork, PTRACE_TRACEME, personality,
-// working directory, environment, stdio; exec directly or through the shell, with a wrapper;
-// then run through the shell's/wrapper's execs until the real program's exec.
+// working directory, environment, stdio, the terminal (terminal.h); exec directly or through
+// the shell, with a wrapper; then run through the shell's/wrapper's execs until the real
+// program's exec.
 #pragma once
 
 #include <sys/types.h>

@@ -110,7 +110,10 @@ Reply reply_for_new_process(Session& s, pid_t pid) {
 Reply handle(Session&, const VContQuery&) { return reply::ResumeActions{}; }
 
 Reply handle(Session& s, const VCont& v) {
-  if (!s.process()) return no_process();
+  // Non-stop: actions that name only threads that are gone are no error (gdbserver). After one
+  // process's exit GDB stops every thread it believes runs, those of processes whose exits
+  // still wait in the notification queue too; here those processes are gone already.
+  if (!s.process()) return s.non_stop() ? Reply{reply::Ok{}} : no_process();
   // Naming a held fork child's process in an action takes it on, as Hg does.
   for (const auto& action : v.actions)
     if (action.thread && action.thread->pid && *action.thread->pid > 0)
@@ -134,6 +137,7 @@ Reply handle(Session& s, const VCont& v) {
     }
     if (!plan.threads.empty() || plan.others) plans.emplace_back(p, std::move(plan));
   }
+  if (plans.empty() && s.non_stop()) return reply::Ok{};
   return start_resume(s, plans);
 }
 

@@ -5,8 +5,9 @@
 #   tests/gdb-testsuite/run.sh --list [SET...]
 #
 # SET: server, server-ext (gdb.server/*.exp), btrace, btrace-ext (gdb.btrace/*.exp and
-# gdb.python/py-record-btrace*.exp); "-ext" runs on the board native-extended-gdbserver
-# (target extended-remote), the others on native-gdbserver. Default: all four.
+# gdb.python/py-record-btrace*.exp), multi-ext (gdb.multi/*.exp: several inferiors in one
+# session); "-ext" runs on the board native-extended-gdbserver (target extended-remote), the
+# others on native-gdbserver. Default: all five.
 # SET:FILE runs one file, e.g. server-ext:gdb.server/abspath.exp.
 #
 # The run fails (exit 1) when a line of expected/<set>.pass does not PASS now; each lost line
@@ -43,12 +44,12 @@ GDB_TARBALL=gdb_$GDB_UPSTREAM.orig.tar.xz
 GDB_TARBALL_SHA256=d861181d5fa473787ed647895ec22d6ab001bb0a2354d76537fc0d6e244f5a15
 GDB=/usr/bin/gdb
 
-all_sets=(server server-ext btrace btrace-ext)
+all_sets=(server server-ext btrace btrace-ext multi-ext)
 
 die() { echo "gdb-testsuite: $*" >&2; exit 2; }
 say() { echo "gdb-testsuite: $*"; }
 
-usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 update=0 list=0 args=()
 for a in "$@"; do
@@ -69,6 +70,7 @@ files_of() {
   case $1 in
     server|server-ext) (cd "$ts" && printf '%s\n' gdb.server/*.exp) ;;
     btrace|btrace-ext) (cd "$ts" && printf '%s\n' gdb.btrace/*.exp gdb.python/py-record-btrace*.exp) ;;
+    multi-ext) (cd "$ts" && printf '%s\n' gdb.multi/*.exp) ;;
   esac
 }
 

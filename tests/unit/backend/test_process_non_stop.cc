@@ -1,7 +1,9 @@
 // LinuxProcess in non-stop mode against real programs: the leader that leaves with
-// pthread_exit while another thread runs (it has no wait status of its own).
+// pthread_exit while another thread runs (it has no wait status of its own), and a process
+// killed from outside while the client knows it stopped.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,4 +94,33 @@ TEST_CASE("non-stop: only the leader resumed, it leaves with pthread_exit: no re
   CHECK_FALSE(p->has_thread(pid));
   CHECK(p->threads() == std::vector<pid_t>{hit->tid});
   REQUIRE(p->kill().ok());
+}
+
+TEST_CASE("non-stop: stopped all over and killed from outside, a process keeps its stop's registers and tells its end once resumed",
+          "[process][non-stop]") {
+  // gdbserver's way, which GDB in all-stop over non-stop relies on: it reads the registers of
+  // the threads it knows stopped before it resumes anything (gdb.multi/multi-kill.exp).
+  auto p = launch_non_stop(inferior("spin"), false);
+  pid_t pid = p->pid();
+  REQUIRE(p->resume(continue_all()).ok());
+  ResumePlan stop;
+  stop.others = ResumeAction{ResumeKind::Stop};
+  REQUIRE(p->resume(stop).ok());
+  auto stopped = wait_stop(*p);
+  REQUIRE(stopped);
+  REQUIRE(stopped->kind == StopKind::Signal);
+  auto before = p->read_registers(pid, RegisterSet::General);
+  REQUIRE(before.ok());
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  for (int i = 0; i < 1000 && thread_state(pid, pid) != 'Z'; ++i) ::usleep(1000);  // polls a condition
+  REQUIRE(thread_state(pid, pid) == 'Z');
+  CHECK_FALSE(p->poll_events());  // not waited for while the client knows it stopped
+  auto after = p->read_registers(pid, RegisterSet::All);
+  REQUIRE(after.ok());
+  CHECK(after->pc(p->register_layout()) == before->pc(p->register_layout()));
+  REQUIRE(p->resume(continue_all()).ok());
+  auto end = wait_stop(*p);
+  REQUIRE(end);
+  CHECK(end->kind == StopKind::Killed);
+  CHECK(end->signo == SIGKILL);
 }

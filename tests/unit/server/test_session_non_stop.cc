@@ -150,6 +150,25 @@ TEST_CASE("non-stop: thread events, 'N', exits and stepbranch") {
   CHECK(n.h.take_notifications() == Packets{"Stop:W03;process:64"});
 }
 
+TEST_CASE("non-stop: a stop (vCont action t) for threads of processes that are gone is OK (gdbserver)") {
+  // GDB, after one process's exit, stops every thread it believes runs: those of processes
+  // whose exits still wait in the notification queue too (gdb.multi/multi-exit.exp).
+  NonStop n;
+  auto& second = n.h.add_process(0xc8, {0xc8});
+  CHECK(n.h.request("vCont;c") == "OK");
+  second.stop_with(fake::exit_event(0xc8, 0));
+  n.h.wait();
+  for (int i = 0; i < 100 && second.events_waiting(); ++i) n.h.wait(50);
+  CHECK(n.h.take_notifications() == Packets{"Stop:W00;process:c8"});
+  n.p.stop_with(fake::exit_event(0x64, 0));
+  for (int i = 0; i < 100 && n.p.events_waiting(); ++i) n.h.wait(50);
+  CHECK(n.h.request("vCont;t:pc8.c8") == "OK");  // its exit was reported
+  CHECK(n.h.request("vCont;t:p64.64") == "OK");  // its exit waits in the queue
+  CHECK(n.h.request("vStopped") == "W00;process:64");
+  CHECK(n.h.request("vStopped") == "OK");
+  CHECK(n.p.resumes.size() == 1);  // nothing resumed or stopped after the vCont;c
+}
+
 TEST_CASE("StopNotifications: one in flight, the rest through vStopped") {
   server::StopNotifications q;
   CHECK(q.push("T05a"));       // sent now
