@@ -245,7 +245,6 @@ int Recorder::on_signal(int sig) {
   e.pc = regs.rip;
   e.branches = branches();
   e.args[0] = static_cast<uint64_t>(si.si_code);
-  std::string name = sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : fmt::format("signal {}", sig);
   if (!deterministic_signal(si, pid_, last_nr_)) {
     // Right at the return of the last syscall (no instruction since): the replay sends it there.
     const TraceEvent* last = events_.empty() ? nullptr : &events_.back();

@@ -183,6 +183,31 @@ def test_timer_signals_in_a_busy_loop_replay(procs, tmp_path, input_file):
     replays_alarms(procs, trace, alarms)
 
 
+def test_signal_in_code_with_other_registers_diverges(procs, tmp_path, input_file):
+    """A SIGALRM recorded in the busy loop whose register digest is edited is not delivered at
+    a pc and count alone: the replay stops there with a divergence."""
+    p, trace = record(tmp_path, str(input_file), "busy")
+    assert p.returncode != 125, p.stderr
+    events = bytearray((trace / "events").read_bytes())
+    at, edited = 0, None
+    while at < len(events):
+        magic, kind, size = struct.unpack_from("<III", events, at)
+        body = at + 12
+        position = struct.unpack_from("<Q", events, body)[0]
+        flags, digest = struct.unpack_from("<QQ", events, body + 40)
+        if kind == 3 and flags == 2 and edited is None:  # the first signal in the program's code
+            struct.pack_into("<Q", events, body + 48, digest ^ 1)
+            edited = position
+        at = body + size
+    assert edited is not None
+    (trace / "events").write_bytes(bytes(events))
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "kill"], prog=PROG)
+    assert re.search(r"divergence at event %d of \d+: signal 14 at pc 0x[0-9a-f]+, branch \d+: reached it with "
+                     r"other registers" % edited, r.out), r
+    assert "SIGTRAP" in r.out, r
+
+
 def test_branch_counts_are_checked(procs, tmp_path, input_file):
     """Every event carries the thread's taken-branch count; a count edited in the trace is a
     divergence at that event, with the expected and the seen count."""
