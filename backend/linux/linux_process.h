@@ -119,7 +119,10 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   }
   void set_catch_syscalls(bool on, std::set<int> syscalls) override;
   // Record/replay: every syscall and signal goes through `hook` first (syscall_interceptor.h).
-  void set_syscall_interceptor(std::unique_ptr<SyscallInterceptor> hook) { interceptor_ = std::move(hook); }
+  void set_syscall_interceptor(std::unique_ptr<SyscallInterceptor> hook) {
+    interceptor_ = std::move(hook);
+    sync_interceptor_watch();
+  }
   Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
   Result<void> set_siginfo(pid_t tid, std::span<const uint8_t> info) override;
 
@@ -307,6 +310,11 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   SoftwareBreakpoints breakpoints_;
   BreakpointConditions conditions_;
   std::unique_ptr<SyscallInterceptor> interceptor_;  // replay's (set_syscall_interceptor)
+  uint64_t interceptor_watch_ = 0;  // where its watch_pc() int3 is (0: none)
+  // Moves the watch int3 to interceptor_->watch_pc() (after every interceptor call).
+  void sync_interceptor_watch();
+  // t hit the watch int3 at addr (pc already rewound): true when handled here.
+  bool interceptor_watch_hit(LinuxThread& t, uint64_t addr);
   std::string console_output_;           // breakpoint commands' printf output, not yet taken
   std::optional<std::pair<pid_t, uint64_t>> pass_once_;  // start_deferred steps over this client int3
   DebugRegisters debug_;

@@ -222,7 +222,9 @@ void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
     // The direct branches passed so far count before the interceptor reads the thread's count.
     if (t.in<run::Traced>()) stepper_.commit_plan(t, get_pc(t.tid));
     std::string message;
-    if (interceptor_->take_signal(t.tid, sig, &message)) {  // replay emulated it (rdtsc)
+    bool consumed = interceptor_->take_signal(t.tid, sig, &message);
+    sync_interceptor_watch();
+    if (consumed) {  // replay emulated it (rdtsc)
       if (!stopping()) proceed(t);
       return;
     }
@@ -278,6 +280,7 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
   if (si.si_code == SI_KERNEL && breakpoints_.contains(pc - 1)) {
     // int3 leaves pc after itself: rewind to the breakpoint address.
     set_pc(t.tid, pc - 1);
+    if (interceptor_watch_ && pc - 1 == interceptor_watch_ && interceptor_watch_hit(t, pc - 1)) return;
     if (!breakpoints_.has_client(pc - 1)) return handle_internal_int3(t, pc - 1);
     if (conditions_.any_at(pc - 1) && !client_hit_reported(t, pc - 1, true)) return;
     bool hardware = breakpoints_.client_is_hardware(pc - 1);
@@ -296,6 +299,33 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
   // Anything else is the program's own trap (its int3, raise(SIGTRAP)).
   t.last_signal = SIGTRAP;
   report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+}
+
+void LinuxProcess::sync_interceptor_watch() {
+  uint64_t want = interceptor_ ? interceptor_->watch_pc() : 0;
+  if (want == interceptor_watch_) return;
+  if (interceptor_watch_) (void)breakpoints_.remove(mem_, interceptor_watch_, BreakpointOwner::Internal);
+  interceptor_watch_ = 0;
+  if (want && breakpoints_.insert(mem_, want, BreakpointOwner::Internal)) interceptor_watch_ = want;
+}
+
+bool LinuxProcess::interceptor_watch_hit(LinuxThread& t, uint64_t addr) {
+  if (t.in<run::Traced>()) stepper_.commit_plan(t, addr);  // the count, exact at addr
+  auto verdict = interceptor_->at_watch_pc(t.tid);
+  sync_interceptor_watch();
+  if (verdict.stop) {
+    console_output_ += verdict.message;
+    t.last_signal = SIGTRAP;
+    report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+    return true;
+  }
+  // A signal is pending: resumed from addr, the thread takes it before executing anything
+  // (a client breakpoint there is still reported first, the signal waits in the kernel). Not
+  // planned again from addr: the block start stays the one record had, so the handler's entry
+  // is counted from the same instruction.
+  if (!verdict.signal_sent || breakpoints_.has_client(addr) || t.overlaid()) return false;
+  if (!stopping()) resume_thread(t, 0);
+  return true;
 }
 
 void LinuxProcess::handle_internal_int3(LinuxThread& t, uint64_t addr) {

@@ -82,6 +82,7 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   }
   if (interceptor_ && known) {
     auto verdict = entry ? interceptor_->syscall_entry(t.tid) : interceptor_->syscall_exit(t.tid);
+    sync_interceptor_watch();
     if (verdict.stop) {
       console_output_ += verdict.message;
       t.last_signal = SIGTRAP;

@@ -28,6 +28,17 @@ class SyscallInterceptor {
   // The process's branch tracer was made anew (configure(): the server's settings); the
   // interceptor starts what it counts on it again (replay's branch count, a coverage sink).
   virtual void tracer_replaced(BranchTracer& /*tracer*/) {}
+  // An address where the thread must stop before executing the instruction there (0: none):
+  // replay's recorded pc of a signal that arrived in the program's own code. The process keeps
+  // an internal int3 there and calls at_watch_pc() at each hit, the thread's branch count
+  // exact (the engine's plan committed up to the pc).
+  virtual uint64_t watch_pc() const { return 0; }
+  struct WatchVerdict {
+    bool stop = false;         // a divergence: the thread stops (SIGTRAP), `message` to the console
+    bool signal_sent = false;  // a signal is pending for the thread: resume it without executing pc
+    std::string message;
+  };
+  virtual WatchVerdict at_watch_pc(pid_t /*tid*/) { return {}; }
 };
 
 }  // namespace backend

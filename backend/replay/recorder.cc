@@ -26,6 +26,7 @@
 #include "backend/ptrace/proc_memory.h"
 #include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
+#include "backend/replay/register_digest.h"
 #include "backend/replay/syscall_stop.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
@@ -244,20 +245,14 @@ int Recorder::on_signal(int sig) {
   e.pc = regs.rip;
   e.branches = branches();
   e.args[0] = static_cast<uint64_t>(si.si_code);
-  std::string name = sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : fmt::format("signal {}", sig);
   if (!deterministic_signal(si, pid_, last_nr_)) {
     // Right at the return of the last syscall (no instruction since): the replay sends it there.
     const TraceEvent* last = events_.empty() ? nullptr : &events_.back();
     bool at_exit = last && last->kind == EventKind::Syscall && !in_syscall_ && last->pc == regs.rip &&
                    exit_branches_ == e.branches;
-    if (!at_exit) {
-      refuse(fmt::format("the program received {} (asynchronous: si_code {}) at pc {:#x}, branch {}, after event "
-                         "{}, not at a system call's return; delivering it inside the program's own code needs "
-                         "the replay to run to that branch count, which is not done yet",
-                         name, si.si_code, regs.rip, e.branches, events_.size()));
-      return -1;
-    }
-    e.args[1] = kSignalAtSyscallExit;
+    // Elsewhere in its code: the replay runs to this count and pc and checks the registers.
+    e.args[1] = at_exit ? kSignalAtSyscallExit : kSignalInCode;
+    if (!at_exit) e.args[2] = register_digest(regs);
     std::vector<uint8_t> info(sizeof si);
     std::memcpy(info.data(), &si, sizeof si);
     e.writes.push_back(writer_.add_data(0, info));  // the siginfo the handler gets (addr 0: not memory)

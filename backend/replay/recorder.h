@@ -1,7 +1,7 @@
 // `branchstub record`: runs a program under ptrace, stopping at every system call, and writes
 // a trace directory (trace_format.h) that `branchstub replay` can run again exactly. No client,
-// no server: its own ptrace loop. What it refuses (threads, fork/exec, unknown syscalls,
-// asynchronous signals) stops the recording with a message rather than write a trace that
+// no server: its own ptrace loop. What it refuses (threads, fork/exec, unknown syscalls)
+// stops the recording with a message rather than write a trace that
 // could not replay (docs/record-replay.md).
 #pragma once
 

@@ -15,6 +15,7 @@
 #include "backend/ptrace/proc_memory.h"
 #include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
+#include "backend/replay/register_digest.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
 
@@ -47,6 +48,13 @@ class Replayer final : public SyscallInterceptor {
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   BranchCounter& counter() { return counter_; }
   void tracer_replaced(BranchTracer& tracer) override { (void)tracer.start_coverage(&counter_, {pid_}); }
+  // The next event is a signal that arrived in the program's code: the thread stops at its pc.
+  uint64_t watch_pc() const override {
+    const TraceEvent* n = next();
+    bool in_code = n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode;
+    return in_code && diverged_.empty() && !signal_sent_ ? n->pc : 0;
+  }
+  WatchVerdict at_watch_pc(pid_t tid) override;
 
  private:
   // The event's branch count against the thread's: a divergence message, or "" when equal.
@@ -62,10 +70,14 @@ class Replayer final : public SyscallInterceptor {
   // stops again (the program cannot go on as recorded).
   Verdict diverge(pid_t tid, std::string what) {
     skip(tid);
+    return {true, divergence(what)};
+  }
+  std::string divergence(const std::string& what) {
+    if (!diverged_.empty()) return {};
     diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: {}\n", cursor_,
                             trace_.events().size(), what);
     std::fputs(diverged_.c_str(), stderr);
-    return {true, diverged_};
+    return diverged_;
   }
   void skip(pid_t tid) {  // the syscall at its entry stop does not run
     ::ptrace(PTRACE_POKEUSER, tid, offsetof(user_regs_struct, orig_rax), static_cast<long>(-1));
@@ -83,7 +95,30 @@ class Replayer final : public SyscallInterceptor {
   user_regs_struct saved_{};           // registers to put back (rewritten arguments)
   uint64_t scratch_ = 0;               // where a path was written below the stack
   std::vector<uint8_t> scratch_saved_;
+  bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
 };
+
+// The thread is at the recorded pc, the instruction there not executed: the signal goes now
+// when the count and the registers are the recorded ones; before the count, it goes on.
+SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid) {
+  const TraceEvent* e = next();
+  if (!e || e->kind != EventKind::Signal || e->args[1] != kSignalInCode) return {};
+  uint64_t seen = counter_.count(pid_);
+  if (seen < e->branches) return {};
+  user_regs_struct regs{};
+  ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  if (seen == e->branches && register_digest(regs) == e->args[2]) {
+    ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(e->nr));
+    signal_sent_ = true;
+    return {false, true, {}};
+  }
+  std::string why = seen == e->branches
+                        ? fmt::format("{}: reached it with other registers (digest {:#x}, recorded {:#x})",
+                                      describe(*e), register_digest(regs), e->args[2])
+                        : fmt::format("{}: passed pc {:#x} at branch count {} without reaching it", describe(*e),
+                                      e->pc, seen);
+  return {true, false, divergence(why)};
+}
 
 SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
   current_ = nullptr;
@@ -211,26 +246,20 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
   if (e && e->kind == EventKind::Signal && e->nr == signo) {
     if (auto bad = count_mismatch(*e); !bad.empty() || e->pc != regs.rip) {
       if (bad.empty()) bad = fmt::format("{}: saw it at pc {:#x}", describe(*e), regs.rip);
-      if (diverged_.empty()) {
-        diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: {}\n", cursor_, trace_.events().size(), bad);
-        std::fputs(diverged_.c_str(), stderr);
-        *message = diverged_;
-      }
+      *message = divergence(bad);
       return false;
     }
-    if (e->args[1] == kSignalAtSyscallExit && !e->writes.empty()) {  // the recorded siginfo, not our tgkill's
+    bool sent = e->args[1] == kSignalAtSyscallExit || e->args[1] == kSignalInCode;
+    if (sent && !e->writes.empty()) {  // the recorded siginfo, not our tgkill's
       if (auto info = trace_.bytes(e->writes.front()); info && info->size() == sizeof(siginfo_t))
         ::ptrace(PTRACE_SETSIGINFO, tid, nullptr, info->data());
     }
+    signal_sent_ = false;
     ++cursor_;
     return false;
   }
-  if (diverged_.empty()) {
-    diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: expected {}, saw signal {} at pc {:#x}\n",
-                            cursor_, trace_.events().size(), e ? describe(*e) : "nothing more", signo, regs.rip);
-    std::fputs(diverged_.c_str(), stderr);
-    *message = diverged_;
-  }
+  *message = divergence(fmt::format("expected {}, saw signal {} at pc {:#x}", e ? describe(*e) : "nothing more", signo,
+                                    regs.rip));
   return false;
 }
 

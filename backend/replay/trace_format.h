@@ -36,6 +36,10 @@ enum class EventKind : uint32_t {
 // it at that syscall's exit. Without the flag: a signal the program raised itself (a fault, a
 // kill to itself), which recurs by itself.
 inline constexpr uint64_t kSignalAtSyscallExit = 1;
+// Signal args[1]: an asynchronous signal that arrived inside the program's own code, at `pc`
+// with `branches` taken; args[2] is register_digest() of the thread there, writes[0] its
+// siginfo_t. Replay runs the thread to that pc at that count, checks the digest and sends it.
+inline constexpr uint64_t kSignalInCode = 2;
 
 struct MemoryWrite {
   uint64_t addr = 0;

@@ -4,7 +4,9 @@
  *   replay_prog FILE           the values
  *   replay_prog FILE thread    also starts a thread (record refuses it)
  *   replay_prog FILE alarm     also takes three SIGALRMs from setitimer while it loops, and
- *                              prints the loop index at which each arrived */
+ *                              prints the loop index at which each arrived
+ *   replay_prog FILE busy      the same, but the loop makes no syscall: the SIGALRMs surely
+ *                              arrive inside the program's own code */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +59,16 @@ int main(int argc, char** argv) {
     pthread_t t;
     pthread_create(&t, NULL, thread_main, NULL);
     pthread_join(t, NULL);
+  }
+  if (argc > 2 && strcmp(argv[2], "busy") == 0) {
+    signal(SIGALRM, on_alarm);
+    struct itimerval it = {{0, 20000}, {0, 20000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (loop_index = 0; alarm_count < 3; loop_index++) {
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("alarms=%ld,%ld,%ld\n", alarm_at[0], alarm_at[1], alarm_at[2]);
   }
   if (argc > 2 && strcmp(argv[2], "alarm") == 0) {
     signal(SIGALRM, on_alarm);

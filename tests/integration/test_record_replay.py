@@ -151,29 +151,61 @@ def test_unsupported_programs_are_refused(tmp_path, input_file, mode, words):
     assert not (tmp_path / "traces" / "latest-trace").exists()
 
 
-def record_alarms(tmp_path, input_file):
-    """The SIGALRMs must arrive at a syscall's return (nanosleep, where the loop spends its
-    time); one arriving in the program's own code is refused (not replayable yet): retry."""
-    for n in range(6):
-        p, trace = record(tmp_path, str(input_file), "alarm", name="alarm%d" % n)
-        if p.returncode != 125:
-            return p, trace
-        assert b"not at a system call's return" in p.stderr, p.stderr
-    pytest.fail("every recording got a SIGALRM outside a system call")
-
-
-def test_timer_signals_replay_at_their_branch_count(procs, tmp_path, input_file):
-    p, trace = record_alarms(tmp_path, input_file)
-    rec = printed(p.stdout.decode())
-    alarms = rec["alarms"].split(",")
-    assert len(alarms) == 3, rec
+def replays_alarms(procs, trace, alarms):
+    """Replayed twice under GDB, the handler sees the recorded loop indices."""
     for _ in range(2):
         srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
         r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
                              "print alarm_at", "print alarm_count", "continue"], prog=PROG)
-        assert "$1 = {%s}" % ", ".join(alarms) in r.out, (rec, r)
+        assert "$1 = {%s}" % ", ".join(alarms) in r.out, (alarms, r)
         assert "$2 = 3" in r.out, r
         assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+
+
+def test_timer_signals_replay_at_their_branch_count(procs, tmp_path, input_file):
+    """Every recording replays: a SIGALRM at nanosleep's return or one in the program's code."""
+    p, trace = record(tmp_path, str(input_file), "alarm")
+    assert p.returncode != 125, p.stderr  # the program's own status otherwise
+    rec = printed(p.stdout.decode())
+    alarms = rec["alarms"].split(",")
+    assert len(alarms) == 3, rec
+    replays_alarms(procs, trace, alarms)
+
+
+def test_timer_signals_in_a_busy_loop_replay(procs, tmp_path, input_file):
+    """A loop with no syscall: each SIGALRM lands in the program's own code and is delivered
+    at its recorded branch count, pc and registers."""
+    p, trace = record(tmp_path, str(input_file), "busy")
+    assert p.returncode != 125, p.stderr  # the program's own status otherwise
+    rec = printed(p.stdout.decode())
+    alarms = rec["alarms"].split(",")
+    assert len(alarms) == 3 and len(set(alarms)) == 3, rec
+    replays_alarms(procs, trace, alarms)
+
+
+def test_signal_in_code_with_other_registers_diverges(procs, tmp_path, input_file):
+    """A SIGALRM recorded in the busy loop whose register digest is edited is not delivered at
+    a pc and count alone: the replay stops there with a divergence."""
+    p, trace = record(tmp_path, str(input_file), "busy")
+    assert p.returncode != 125, p.stderr
+    events = bytearray((trace / "events").read_bytes())
+    at, edited = 0, None
+    while at < len(events):
+        magic, kind, size = struct.unpack_from("<III", events, at)
+        body = at + 12
+        position = struct.unpack_from("<Q", events, body)[0]
+        flags, digest = struct.unpack_from("<QQ", events, body + 40)
+        if kind == 3 and flags == 2 and edited is None:  # the first signal in the program's code
+            struct.pack_into("<Q", events, body + 48, digest ^ 1)
+            edited = position
+        at = body + size
+    assert edited is not None
+    (trace / "events").write_bytes(bytes(events))
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "kill"], prog=PROG)
+    assert re.search(r"divergence at event %d of \d+: signal 14 at pc 0x[0-9a-f]+, branch \d+: reached it with "
+                     r"other registers" % edited, r.out), r
+    assert "SIGTRAP" in r.out, r
 
 
 def test_branch_counts_are_checked(procs, tmp_path, input_file):

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/replay/register_digest.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
 
@@ -254,4 +255,38 @@ TEST_CASE("replay: the branch counter counts per thread, from its start", "[repl
   CHECK(c.count(7) == 2);
   CHECK(c.count(8) == 1);
   CHECK(c.count(9) == 0);
+}
+
+TEST_CASE("replay: the register digest sees the program's registers, not the debugger's flags", "[replay]") {
+  user_regs_struct a{};
+  a.rax = 1;
+  a.rcx = 0x40;  // a `rep movs` half done: same pc and count, other rcx
+  a.rip = 0x401000;
+  a.eflags = 0x246;
+  user_regs_struct b = a;
+  b.eflags |= 0x100 | 0x10000;  // TF, RF: ptrace's, not the program's
+  b.orig_rax = 12345;           // not a register the program computes with
+  CHECK(backend::replay::register_digest(a) == backend::replay::register_digest(b));
+  b.rcx = 0x3f;
+  CHECK(backend::replay::register_digest(a) != backend::replay::register_digest(b));
+  b = a;
+  b.eflags ^= 0x1;  // CF
+  CHECK(backend::replay::register_digest(a) != backend::replay::register_digest(b));
+}
+
+TEST_CASE("replay: a signal in the program's code keeps its register digest through encoding", "[replay]") {
+  backend::replay::TraceEvent e;
+  e.kind = backend::replay::EventKind::Signal;
+  e.branches = 42;
+  e.pc = 0x401234;
+  e.nr = 14;
+  e.args[1] = backend::replay::kSignalInCode;
+  e.args[2] = 0xfeedfacecafebeefULL;
+  auto bytes = backend::replay::encode_event(e);
+  size_t at = 0;
+  auto back = backend::replay::decode_event(bytes, at);
+  REQUIRE(back.ok());
+  CHECK(back->args[1] == backend::replay::kSignalInCode);
+  CHECK(back->args[2] == 0xfeedfacecafebeefULL);
+  CHECK(back->pc == 0x401234);
 }
