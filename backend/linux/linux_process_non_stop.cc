@@ -87,6 +87,8 @@ void LinuxProcess::hold_attach_stops() {
 // anything, and goes no further when they are gone (gdb.multi/multi-kill.exp).
 bool LinuxProcess::waits_for_resume() const {
   if (!ns_events_.empty() || !deferred_.empty() || resumed_thread_gone_) return false;
+  if (!untold_exits_.empty() || leader_exit_status_) return false;  // QThreadOptions exits to tell
+  if (threads_.empty()) return false;  // every thread told gone: the process's exit is to wait for
   for (const auto& [tid, t] : threads_)
     if (t.resumed || t.running) return false;
   return true;
