@@ -157,7 +157,7 @@ std::vector<uint8_t> from_hex(std::string_view h) {
 
 // ---- arithmetic and logic: (a b => a op b), the top is b ----
 
-TEST_CASE("agent add, sub, mul wrap at 64 bits; sub is deeper minus top", "[agent_expr]") {
+TEST_CASE("agent add, sub, mul wrap at 64 bits, sub is deeper minus top", "[agent_expr]") {
   CHECK(value(Asm().c8(2).c8(3).op(ADD).end()) == 5);
   CHECK(value(Asm().c64(UINT64_MAX).c8(2).op(ADD).end()) == 1);
   CHECK(value(Asm().c8(3).c8(5).op(SUB).end()) == u(-2));
@@ -193,7 +193,7 @@ TEST_CASE("agent division and remainder by zero are errors", "[agent_expr]") {
   }
 }
 
-TEST_CASE("agent shifts; counts are taken modulo 64 as x86 does", "[agent_expr]") {
+TEST_CASE("agent shifts, counts are taken modulo 64 as x86 does", "[agent_expr]") {
   CHECK(value(Asm().c8(3).c8(4).op(LSH).end()) == 48);
   CHECK(value(Asm().c64(u(-8)).c8(1).op(RSH_SIGNED).end()) == u(-4));
   CHECK(value(Asm().c64(u(-8)).c8(1).op(RSH_UNSIGNED).end()) == u(-8) >> 1);
@@ -289,7 +289,7 @@ TEST_CASE("agent ref of an unreadable address is an error", "[agent_expr]") {
   CHECK(evaluate(Asm().c8(0).op(REF8).end().b, none).fault == Fault::MemoryUnreadable);
 }
 
-TEST_CASE("agent reg pushes a register by remote number; unavailable is an error", "[agent_expr]") {
+TEST_CASE("agent reg pushes a register by remote number, unavailable is an error", "[agent_expr]") {
   Fake f;
   f.regs[6] = 0x7ffe1000;
   f.regs[0x123] = 77;
@@ -312,7 +312,7 @@ TEST_CASE("agent const8..const64 are big-endian and zero-extended", "[agent_expr
   CHECK(value(Asm().c64(UINT64_MAX).end()) == UINT64_MAX);
 }
 
-TEST_CASE("agent if_goto pops and jumps when non-zero; goto always jumps", "[agent_expr]") {
+TEST_CASE("agent if_goto pops and jumps when non-zero, goto always jumps", "[agent_expr]") {
   // if (c) 11 else 22
   auto pick = [](uint8_t c) {
     Asm a;
@@ -341,7 +341,7 @@ TEST_CASE("agent if_goto pops and jumps when non-zero; goto always jumps", "[age
   CHECK(value(loop) == 6);
 }
 
-TEST_CASE("agent end: the value is the top; an empty stack has none", "[agent_expr]") {
+TEST_CASE("agent end: the value is the top, an empty stack has none", "[agent_expr]") {
   CHECK(value(Asm().c8(1).c8(0).end()) == 0);
   Fake f;
   Evaluation e = run(Asm().c8(0).end(), f);
@@ -407,7 +407,7 @@ TEST_CASE("agent binary and unary ops on a short stack underflow", "[agent_expr]
 
 // ---- trace state variables ----
 
-TEST_CASE("agent getv and setv; setv leaves the value on the stack", "[agent_expr]") {
+TEST_CASE("agent getv and setv, setv leaves the value on the stack", "[agent_expr]") {
   Fake f;
   f.tsvs[2] = -5;
   Evaluation e = run(Asm().op2(GETV, 2).end(), f);

@@ -96,7 +96,7 @@ TEST_CASE("breakpoint conditions: a condition that cannot be evaluated counts as
   CHECK(v.error.empty());
 }
 
-TEST_CASE("breakpoint conditions: a new program replaces the old one; an empty one erases it") {
+TEST_CASE("breakpoint conditions: a new program replaces the old one, an empty one erases it") {
   BreakpointConditions c;
   c.set(0x1000, false, cond({kFalse}));
   CHECK_FALSE(c.hit(0x1000, thread(0)).report);

@@ -356,7 +356,7 @@ TEST_CASE("coverage: ElfFile's sections and symbol walks are readelf's") {
   for (const auto& fn : elf->functions()) CHECK(symtab.at(fn.name) == std::pair{fn.value, fn.size});
 }
 
-TEST_CASE("coverage: the build id is readelf's; lcov maps covered blocks to lines") {
+TEST_CASE("coverage: the build id is readelf's, lcov maps covered blocks to lines") {
   std::string prog = compile_program(5);
   auto elf = ElfFile::open(prog);
   REQUIRE(elf);

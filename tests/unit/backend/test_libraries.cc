@@ -131,7 +131,7 @@ TEST_CASE("libraries: no DT_DEBUG is an error, an empty r_debug an empty list", 
   }
 }
 
-TEST_CASE("libraries: a broken l_prev ends the walk; a bad r_version reads nothing", "[libraries]") {
+TEST_CASE("libraries: a broken l_prev ends the walk, a bad r_version reads nothing", "[libraries]") {
   Image m;
   program(m, {{DT_DEBUG, {kRDebug}}});
   r_debug_at(m, kRDebug, 1, 0x1000);

@@ -122,7 +122,7 @@ TEST_CASE("trace events: encode/decode round trip, truncation reported with its 
   CHECK(!decode_event(junk, at).ok());
 }
 
-TEST_CASE("trace directory: writer and reader agree; data, files and hashes") {
+TEST_CASE("trace directory: writer and reader agree, data, files and hashes") {
   std::string dir = temp_dir() + "/t";
   std::string input = dir + ".input";
   { std::ofstream(input) << "mapped bytes"; }

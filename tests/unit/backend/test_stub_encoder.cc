@@ -162,7 +162,7 @@ TEST_CASE("displacement covers five bytes from the end, never before the block s
   CHECK(choose_displacement(*ret, 0x100) == std::nullopt);
 }
 
-TEST_CASE("syscall numbers set in the block are known; anything else writing rax is not", "[patch]") {
+TEST_CASE("syscall numbers set in the block are known, anything else writing rax is not", "[patch]") {
   auto number = [](std::vector<uint8_t> bytes) {
     auto insns = decode_all(bytes, 0x100);
     REQUIRE(insns);

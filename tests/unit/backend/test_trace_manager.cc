@@ -75,7 +75,7 @@ TEST_CASE("a thread's exit frees its trace") {
   CHECK(tm.history(5, 10).empty());
 }
 
-TEST_CASE("auto falls back to the software source with block patching where perf BTS cannot open; explicit bts says why") {
+TEST_CASE("auto falls back to the software source with block patching where perf BTS cannot open, explicit bts says why") {
   uint64_t pc = 0;
   TraceManager automatic(TraceSource::Auto, [&](pid_t) { return pc; });
   REQUIRE(automatic.enable(getpid()).ok());
@@ -168,7 +168,7 @@ CodeReader loop_code() {
 
 }  // namespace
 
-TEST_CASE("lbr stitch: in a loop, content alone is ambiguous; the code decides", "[lbr-stitch]") {
+TEST_CASE("lbr stitch: in a loop, content alone is ambiguous, the code decides", "[lbr-stitch]") {
   // The history ends with the call that reached the breakpoint; one iteration later the thread
   // is at the breakpoint again and the depth-4 window is the same four branches.
   const std::vector<Branch> recent = {kCall, kRet, kBack, kCall};

@@ -65,7 +65,7 @@ TEST_CASE("framer: bad checksum, no-ack, garbage", "[framing]") {
   CHECK(ev[0].payload == "qC");
 }
 
-TEST_CASE("framer unescapes binary payloads; 0x03 inside is data", "[framing]") {
+TEST_CASE("framer unescapes binary payloads, 0x03 inside is data", "[framing]") {
   Framer f;
   f.set_no_ack(true);
   std::string payload = "X10,6:";

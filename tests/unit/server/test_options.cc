@@ -202,7 +202,7 @@ TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
   CHECK(std::get<EarlyExit>(bad).text == "Unknown debug-format argument: \"colour\"\n");
 }
 
-TEST_CASE("the shipped parser knows no --test-* option; a hook takes its own before COMM") {
+TEST_CASE("the shipped parser knows no --test-* option, a hook takes its own before COMM") {
   for (const char* opt : {"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
                           "--test-singleblock", "--test-patch-ring=4096"}) {
     auto r = parse({opt, ":1234", "./prog"});
@@ -232,7 +232,7 @@ TEST_CASE("the shipped parser knows no --test-* option; a hook takes its own bef
   CHECK(std::get<EarlyExit>(help).text.find("--test-") == std::string::npos);
 }
 
-TEST_CASE("record and replay commands; a program named record after COMM is a program") {
+TEST_CASE("record and replay commands, a program named record after COMM is a program") {
   auto r = parse({"record", "-o", "/tmp/t", "./prog", "-o", "x"});
   REQUIRE(std::holds_alternative<ServerOptions>(r));
   auto& rec = std::get<ServerOptions>(r);

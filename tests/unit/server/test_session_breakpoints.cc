@@ -11,7 +11,7 @@ using fake::BreakpointCall;
 using fake::FakeProcess;
 using fake::SessionHarness;
 
-TEST_CASE("breakpoints: Z0..Z4 insert the matching kind; watchpoints keep their length") {
+TEST_CASE("breakpoints: Z0..Z4 insert the matching kind, watchpoints keep their length") {
   SessionHarness h;
   auto& p = h.add_process(0x64);
   CHECK(h.request("Z0,401000,1") == "OK");

@@ -51,7 +51,7 @@ TEST_CASE("execution: vCont? lists every action") {
   CHECK(h.request("vCont?") == "vCont;c;C;t;s;S;r");
 }
 
-TEST_CASE("execution: vCont;s:p1.2;c steps thread 2 and continues the others") {
+TEST_CASE("execution: vCont with s:p1.2 and c steps thread 2 and continues the others") {
   GdbSetup g;
   g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
   CHECK(g.h.round_trip("vCont;s:p64.65;c") == Packets{"T05" + g.regs65 + "thread:p64.65;"});
@@ -70,7 +70,7 @@ TEST_CASE("execution: vCont;s:p1.2;c steps thread 2 and continues the others") {
   CHECK(std::find(g.p.calls().begin(), resume_at, "set_fork_reporting") != resume_at);
 }
 
-TEST_CASE("execution: vCont;c:p<pid>.-1 continues every thread of the process") {
+TEST_CASE("execution: vCont c:p<pid>.-1 continues every thread of the process") {
   GdbSetup g;
   g.p.stop_with(fake::signal_stop(0x64, 0x65, SIGSEGV));
   CHECK(g.h.round_trip("vCont;c:p64.-1") == Packets{"T0b" + g.regs65 + "thread:p64.65;"});
@@ -108,7 +108,7 @@ TEST_CASE("execution: vCont signals in GDB's numbering reach the backend as Linu
   CHECK(same_action(*plan.others, ResumeKind::Continue, SIGBUS));
 }
 
-TEST_CASE("execution: vCont signals from LLDB are Linux numbers; LLDB gets breakpoint step-overs") {
+TEST_CASE("execution: vCont signals from LLDB are Linux numbers, LLDB gets breakpoint step-overs") {
   SessionHarness h;
   auto& p = h.add_process(0x64, {0x64, 0x65});
   h.lldb_handshake();
@@ -150,7 +150,7 @@ TEST_CASE("execution: a backend resume failure is an error reply, no stop is awa
   CHECK(g.h.session().waiting() == server::Waiting::Nothing);
 }
 
-TEST_CASE("execution: vCont across two processes; the other one is paused at the stop") {
+TEST_CASE("execution: vCont across two processes, the other one is paused at the stop") {
   GdbSetup g;
   auto& second = g.h.add_process(0xc8, {0xc8});
   g.p.stop_with(stop_event(StopKind::Step, 0x64, 0x65, SIGTRAP));
@@ -540,7 +540,7 @@ TEST_CASE("execution: k kills everything and answers X09") {
   }
 }
 
-TEST_CASE("execution: vKill;pid kills that process only") {
+TEST_CASE("execution: vKill with a pid kills that process only") {
   GdbSetup g;
   auto second = g.h.add_process(0xc8, {0xc8}).journal;
   CHECK(g.h.request("vKill;c8") == "OK");
@@ -566,7 +566,7 @@ TEST_CASE("execution: vKill of a process we do not debug kills nothing") {
   }
 }
 
-TEST_CASE("execution: D and D;pid detach") {
+TEST_CASE("execution: D and D with a pid detach") {
   SECTION("D") {
     GdbSetup g;
     g.p.attached = true;

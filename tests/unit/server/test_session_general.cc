@@ -201,7 +201,7 @@ TEST_CASE("session: T answers whether a thread is alive") {
   CHECK(h.request("Tzz") == "E.T: bad thread id");      // malformed
 }
 
-TEST_CASE("session: Hg selects whose registers g reads; unknown threads are refused") {
+TEST_CASE("session: Hg selects whose registers g reads, unknown threads are refused") {
   SessionHarness h;
   auto& p = h.add_process(0x64, {0x64, 0x65});
   p.set_reg(0x64, 0, 0x1111);

@@ -72,7 +72,7 @@ TEST_CASE("non-stop: vCont answers OK, the stop comes as %Stop, the next one wai
   CHECK(n.h.take_notifications() == Packets{"Stop:T0b" + n.zero + "thread:p64.64;"});
 }
 
-TEST_CASE("non-stop: vCont;t stops one thread (signal 0), reported after the OK") {
+TEST_CASE("non-stop: vCont t stops one thread (signal 0), reported after the OK") {
   NonStop n;
   CHECK(n.h.request("vCont;c") == "OK");
   CHECK(n.p.resumed_threads() == std::set<pid_t>{0x64, 0x65, 0x66});
@@ -107,7 +107,7 @@ TEST_CASE("non-stop: a stop found while answering goes out after the reply") {
   CHECK(h.take_notifications().size() == 1);
 }
 
-TEST_CASE("non-stop: vCtrlC stops a running thread with SIGINT; ^C too") {
+TEST_CASE("non-stop: vCtrlC stops a running thread with SIGINT, ^C too") {
   NonStop n;
   CHECK(n.h.request("vCont;c") == "OK");
   CHECK(n.h.request("vCtrlC") == "OK");
@@ -184,7 +184,7 @@ TEST_CASE("StopNotifications: one in flight, the rest through vStopped") {
   CHECK(q.restart({}) == std::nullopt);
 }
 
-TEST_CASE("non-stop: stepbranch-next is refused; the client's step stays a step of that thread alone") {
+TEST_CASE("non-stop: stepbranch-next is refused, the client's step stays a step of that thread alone") {
   NonStop n;
   // In non-stop GDB steps over a breakpoint out of line (displaced stepping: the instruction
   // copied to a scratch pad); a run to the next branch from there would execute the pad.

@@ -78,7 +78,7 @@ TEST_CASE("registers: p reads one register, from the set it is in") {
   CHECK(s.h.request("pzz") == "E.p: bad register number");
 }
 
-TEST_CASE("registers: LLDB's ;thread: suffix picks the thread, Hg does otherwise") {
+TEST_CASE("registers: LLDB's thread: suffix picks the thread, Hg does otherwise") {
   Setup s;
   s.p.set_reg(0x65, 16, 0x402000);
   CHECK(s.h.request("p10;thread:65;") == "0020400000000000");

@@ -68,7 +68,7 @@ TEST_CASE("xfer: target.xml read in chunks: m while more follows, l for the last
   CHECK(h.request("qXfer:features:read:other.xml:0,400") == "E.No such target description.");
 }
 
-TEST_CASE("xfer: threads document, with core and escaped name; later chunks from the snapshot") {
+TEST_CASE("xfer: threads document, with core and escaped name, later chunks from the snapshot") {
   SessionHarness h;
   auto& p = h.add_process(0x64, {0x64, 0x65});
   p.add_thread(0x64, "prog", 2);
