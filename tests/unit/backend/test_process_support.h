@@ -24,12 +24,14 @@ inline std::string build_dir() {
   return dir;
 }
 
-// Compiles test_inferiors/<name>.c (non-PIE, so nm gives run-time addresses), with extra
+// Compiles test_inferiors/<name>.c, or else the integration tests' tests/inferiors/<name>.c (one
+// program for both suites, no copy), non-PIE so nm gives run-time addresses, with extra
 // compiler `flags` if given ("-static"). The binary is named after a hash of the source and the
 // flags and reused; a temporary name plus rename() keeps concurrent test runs from seeing a
 // half-written file.
 inline std::string inferior(const std::string& name, const std::string& flags = "") {
   std::string src = std::string(BS_SOURCE_DIR) + "/tests/unit/backend/test_inferiors/" + name + ".c";
+  if (::access(src.c_str(), R_OK) != 0) src = std::string(BS_SOURCE_DIR) + "/tests/inferiors/" + name + ".c";
   std::ifstream in(src);
   std::stringstream text;
   text << in.rdbuf();
