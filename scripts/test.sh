@@ -168,6 +168,8 @@ echo
 echo "================================================================"
 echo "== summary ($((SECONDS - start_all))s)"
 echo "================================================================"
+# The host, so a run's tail says which machine it was (the suite must pass on Intel and AMD).
+echo "  host: $(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //'),$(grep -m1 '^vendor_id' /proc/cpuinfo | sed 's/.*://'), $(nproc) CPUs, $(uname -r)"
 for s in "${passed[@]}";  do echo "  passed:  $s"; done
 for s in "${failed[@]}";  do echo "  FAILED:  $s"; done
 for s in "${skipped[@]}"; do echo "  skipped: $s"; done
