@@ -8,7 +8,9 @@
 # write anywhere, the build dir included, and nothing reaches the host), chroots into it and runs
 # the host's own ctest, python3, gdb and lldb. Each CPU model's logs land in $WORK/out-<cpu>/
 # (a writable 9p share): cpu.txt (CPUID as the guest sees it, `branchstub --probe`), ctest.log,
-# pytest.log; the console shows the summaries.
+# pytest.log, and ps.txt (what runs in the guest, every 30 s, for hangs); the console shows the
+# summaries. While a guest runs, its QEMU monitor listens on $WORK/monitor.sock (e.g. `info
+# registers -a` to see where a vCPU loops).
 #
 # Usage (as root, Debian 12, the build done first: scripts/build.sh):
 #   bash tests/vendor-vm/run.sh                  # Intel model, vendor-sensitive test files
@@ -20,6 +22,13 @@
 #                  "none" to skip (default: the vendor-sensitive files, $VENDOR_FILES below)
 #   PYTEST_ARGS    extra pytest arguments (e.g. "-k pt")
 #   VVM_CTEST      1 (default): run ctest; 0: skip it.  VVM_CTEST_ARGS: extra ctest arguments
+#                  (e.g. "-R mem_access"); VVM_CTEST_TEST_TIMEOUT: seconds per test (default 900)
+#   VVM_GUEST_CMD  a shell command run first in the guest (in the repository root; output in
+#                  guest-cmd.log), e.g. to run one Catch2 section with -d yes to find a hang
+#   VVM_TCG_WORKAROUNDS  1 (default): keep away from what TCG gets wrong (see the docs): no debug
+#                  register under a single step (ctest -E the CPU table test, pytest -k "not
+#                  hardware", the servers' watchpoints software); 0: run everything
+#   VVM_TIMEOUT_SCALE  stretches the integration harness's deadlines (default 10: TCG is slow)
 #   VVM_SMP, VVM_MEM  vCPUs (default 2) and MiB of guest memory (default 4096)
 #   VVM_ACCEL      QEMU -accel value (default tcg,thread=multi)
 #   VVM_TIMEOUT    seconds per boot (default 14400); the guest stops pytest a little earlier
@@ -71,16 +80,13 @@ qemu_kernel_copy_mods "$R/ko" "$MODS"
 cat >"$R/conf" <<EOF
 MODS="$MODS"
 EOF
-cat >"$R/inner.conf" <<EOF
-ROOT='$ROOT'
-BDIR='$BDIR'
-PYSEL='$PYSEL'
-PYTEST_ARGS='${PYTEST_ARGS:-}'
-RUN_CTEST=${VVM_CTEST:-1}
-CTEST_ARGS='${VVM_CTEST_ARGS:-}'
-SMP=$SMP
-PYTEST_TIMEOUT=$((TIMEOUT > 1200 ? TIMEOUT - 600 : TIMEOUT * 3 / 4))
-EOF
+# shell-quoted: the *_ARGS are parsed in the guest as a shell would (e.g. -R 'a regex')
+{
+	printf '%s=%q\n' ROOT "$ROOT" BDIR "$BDIR" PYSEL "$PYSEL" PYTEST_ARGS "${PYTEST_ARGS:-}" \
+		RUN_CTEST "${VVM_CTEST:-1}" CTEST_ARGS "${VVM_CTEST_ARGS:-}" CTEST_TEST_TIMEOUT "${VVM_CTEST_TEST_TIMEOUT:-900}" \
+		GUEST_CMD "${VVM_GUEST_CMD:-}" TCG_WORKAROUNDS "${VVM_TCG_WORKAROUNDS:-1}" \
+		TIMEOUT_SCALE "${VVM_TIMEOUT_SCALE:-10}" SMP "$SMP" PYTEST_TIMEOUT $((TIMEOUT > 1200 ? TIMEOUT - 600 : TIMEOUT * 3 / 4))
+} >"$R/inner.conf"
 cp "$HERE/guest-tests.sh" "$R/inner.sh" || die "cannot copy guest-tests.sh"
 cat >"$R/init" <<'INIT'
 #!/bin/busybox sh
@@ -104,6 +110,8 @@ mount -t proc proc /host/proc && mount -t sysfs sysfs /host/sys && mount -t devt
 	halt_with "mounts inside /host failed"
 mkdir -p /host/vvm-out && mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 out /host/vvm-out ||
 	halt_with "cannot mount the output share"
+# the symbols, to name the kernel addresses that `info registers -a` on the monitor shows (KASLR)
+cat /proc/kallsyms >/host/vvm-out/kallsyms
 ifconfig lo 127.0.0.1 netmask 255.0.0.0 up || halt_with "cannot bring up lo"
 hostname vendor-vm
 cp /inner.sh /inner.conf /host/tmp/ || halt_with "cannot copy the test script"
@@ -121,15 +129,16 @@ log "initramfs ready; tests: ctest=${VVM_CTEST:-1}, pytest: $(echo $PYSEL)"
 # ---- one boot per CPU model --------------------------------------------------------------------
 result=0
 for cpu in $CPUS; do
-	out=$WORK/out-$cpu
-	con=$WORK/console-$cpu.log
+	name=${cpu//[^A-Za-z0-9._-]/_}   # a model may carry options: Skylake-Client-v4,pmu=on
+	out=$WORK/out-$name
+	con=$WORK/console-$name.log
 	rm -rf "$out" && mkdir -p "$out"
 	log "booting under $ACCEL, -cpu $cpu, -smp $SMP, -m $MEM (logs: $out)"
 	# mitigations=off: the tests do not need them, and PTI doubles the cost of a syscall under TCG
 	timeout "$TIMEOUT" nice -n 10 qemu-system-x86_64 -accel "$ACCEL" -cpu "$cpu" -m "$MEM" -smp "$SMP" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs local,path="$out",mount_tag=out,security_model=none \
-		-nographic -no-reboot -kernel "$KIMG" -initrd "$WORK/initrd.gz" \
+		-monitor unix:"$WORK/monitor.sock",server=on,wait=off -serial stdio -display none -no-reboot -kernel "$KIMG" -initrd "$WORK/initrd.gz" \
 		-append 'console=ttyS0 panic=-1 loglevel=1 quiet mitigations=off' </dev/null 2>&1 |
 		tr -d '\r' | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' >"$con"
 	grep -E '^\[guest\]|^GUEST-RESULT|BUG:|Oops|general protection|Kernel panic' "$con" | sed "s/^/  [$cpu] /"
