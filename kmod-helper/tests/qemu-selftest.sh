@@ -60,37 +60,16 @@ if ((${#need[@]})); then
 		die "apt-get install ${need[*]} failed"
 fi
 
-# ---- 2. kernel ABI from the headers meta package ------------------------------------------------
-KVER=$(dpkg -s linux-headers-amd64 | sed -n 's/^Depends:.*linux-headers-\([0-9][^ ,]*-amd64\).*/\1/p')
-[ -n "$KVER" ] || die "cannot read the kernel ABI from linux-headers-amd64's Depends"
-KDIR=/lib/modules/$KVER/build
-[ -d "$KDIR" ] || die "$KDIR missing (linux-headers-$KVER not installed?)"
-log "kernel headers $KVER"
-
-# ---- 3. matching kernel image (download + extract, no install) --------------------------------
+# ---- 2./3. kernel ABI from the headers meta package; the matching image (no install) ----------
 # The 9p modules for phase (c), in load order (each one's depends= must come earlier).
 E2E=${MSRH_E2E:-1}
 E2E_MODS="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci 9pnet 9pnet_virtio netfs fscache 9p"
-KIMG=$WORK/vmlinuz-$KVER
-KMODS=$WORK/kmods-$KVER
-have_all=1
-[ -s "$KIMG" ] || have_all=0
-if [ "$E2E" = 1 ]; then for m in $E2E_MODS; do [ -s "$KMODS/$m.ko" ] || have_all=0; done; fi
-if [ $have_all = 0 ]; then
-	rm -rf "$WORK/dl" && mkdir -p "$WORK/dl"
-	(cd "$WORK/dl" && apt-get download -qq "linux-image-$KVER") >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null; (cd "$WORK/dl" && apt-get download -qq "linux-image-$KVER"); } ||
-		die "apt-get download linux-image-$KVER failed"
-	deb=$(ls "$WORK"/dl/linux-image-"$KVER"_*.deb 2>/dev/null | head -1)
-	[ -n "$deb" ] || die "downloaded package not found"
-	dpkg-deb --fsys-tarfile "$deb" | tar -xO "./boot/vmlinuz-$KVER" >"$KIMG.tmp" && mv "$KIMG.tmp" "$KIMG" ||
-		die "cannot extract vmlinuz-$KVER"
-	rm -rf "$KMODS" && mkdir -p "$WORK/dl/x" "$KMODS"
-	pats=(); for m in $E2E_MODS; do pats+=("*/$m.ko"); done
-	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$WORK/dl/x" --wildcards "${pats[@]}" &&
-		find "$WORK/dl/x" -name '*.ko' -exec cp {} "$KMODS/" \; || die "cannot extract the 9p modules"
-	rm -rf "$WORK/dl"
-fi
+. "$HERE/qemu-kernel.sh"
+mods=""; [ "$E2E" = 1 ] && mods=$E2E_MODS
+qemu_kernel_fetch "$WORK" "$mods"
+KDIR=/lib/modules/$KVER/build
+[ -d "$KDIR" ] || die "$KDIR missing (linux-headers-$KVER not installed?)"
+log "kernel headers $KVER"
 log "kernel image $KIMG"
 # ---- 4. build the module (in a copy: no build products in the source tree) and the self-test --
 B=$WORK/mod
@@ -132,15 +111,7 @@ if [ "$E2E" = 1 ]; then
 			die "phase (c): $f is under /var/tmp, /proc, /sys or /dev, which the guest's chroot replaces";;
 		esac
 	done
-	mkdir -p "$R/e2e/ko"
-	loaded=" "
-	for m in $E2E_MODS; do
-		cp "$KMODS/$m.ko" "$R/e2e/ko/" || die "cannot copy $m.ko"
-		for d in $(strings "$KMODS/$m.ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
-			case "$loaded" in *" $d "*) ;; *) die "E2E_MODS order: $m needs $d first";; esac
-		done
-		loaded="$loaded$m "
-	done
+	qemu_kernel_copy_mods "$R/e2e/ko" "$E2E_MODS"
 	cat >"$R/e2e/conf" <<-EOF
 		E2E_MODS="$E2E_MODS"
 		E2E_TIMEOUT=${MSRH_E2E_TIMEOUT:-60}

@@ -14,6 +14,8 @@ Environment:
   BRANCHSTUB_SERVER_ARGS  options put first on every server command line (space-separated),
                      e.g. "--btrace-source=patch" to run the btrace tests on that source; one
                      a test gives itself (same --name) wins.
+  BRANCHSTUB_TEST_TIMEOUT_SCALE  multiplies every deadline of this harness (clients, waits,
+                     replies); for slow machines, e.g. 10 in a TCG guest (tests/vendor-vm/run.sh).
 
 No sleeps are used as synchronisation: every wait reads a pipe or polls a condition with a
 deadline.
@@ -73,6 +75,13 @@ os.environ["BRANCHSTUB_TEST_TOKEN"] = TOKEN
 
 _fallback_dir = None
 
+TIMEOUT_SCALE = float(os.environ.get("BRANCHSTUB_TEST_TIMEOUT_SCALE", "1") or 1)
+
+
+def stretch(seconds):
+    """A deadline in seconds, stretched on slow machines (BRANCHSTUB_TEST_TIMEOUT_SCALE)."""
+    return seconds * TIMEOUT_SCALE
+
 
 def cpu_has(flag):
     with open("/proc/cpuinfo") as f:
@@ -91,7 +100,7 @@ def server_probe():
     global _probe
     if _probe is None:
         binary = os.path.join(BUILD, "server", "branchstub")
-        out = subprocess.run([binary, "--probe"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([binary, "--probe"], capture_output=True, text=True, timeout=stretch(60)).stdout
         _probe = {}
         for line in out.splitlines():
             m = re.match(r"(.+?)\s{2,}(yes|no)\s{2,}(.*)$", line)
@@ -229,6 +238,7 @@ def kill_pids(pids):
 
 
 def wait_until(cond, timeout, what="condition"):
+    timeout = stretch(timeout)
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
@@ -275,7 +285,7 @@ class Reader:
         """Wait until regex `pattern` matches the text so far; returns the match or None if
         the pipe closed or the deadline passed."""
         rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + stretch(timeout)
         with self._cv:
             while True:
                 m = rx.search(self.text)
@@ -348,7 +358,7 @@ class Server:
 
     def wait_exit(self, timeout=10):
         try:
-            return self.proc.wait(timeout)
+            return self.proc.wait(stretch(timeout))
         except subprocess.TimeoutExpired:
             return None
 
@@ -449,6 +459,7 @@ class Result:
 
 
 def _run(argv, timeout, input=None, env=None):
+    timeout = stretch(timeout)
     p = subprocess.Popen(argv, stdin=subprocess.PIPE if input else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True, env=env)
@@ -540,6 +551,7 @@ class RSP:
     """Minimal client: framing, checksums, acks; no-ack mode optional."""
 
     def __init__(self, port, host="127.0.0.1", timeout=10):
+        timeout = stretch(timeout)
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
         self.ack = True
@@ -568,7 +580,7 @@ class RSP:
 
     def recv_packet(self, timeout=None):
         """Next packet payload (RLE expanded), skipping acks; acks it in ack mode."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        deadline = time.monotonic() + (stretch(timeout) if timeout else self.timeout)
         while True:
             start = self.buf.find(b"$")
             if start >= 0:

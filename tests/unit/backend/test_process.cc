@@ -453,6 +453,7 @@ TEST_CASE("attach and detach leave the program running", "[process]") {
     CHECK(!(*p)->alive());
   }
   char st = thread_state(child, child);
+  INFO("state after detach: " << st);
   CHECK((st == 'R' || st == 'S'));
   CHECK(::kill(child, SIGKILL) == 0);
   int status = 0;
