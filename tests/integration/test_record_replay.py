@@ -50,6 +50,20 @@ def replay_values(procs, trace):
     return dict(zip(VALUES, got)), r, srv
 
 
+
+def edit_first_event(trace, edit):
+    """Walks the trace's event records (12-byte head: magic, kind, size; then the body) and
+    calls edit(events, kind, body) on each until one returns something (it edited that record
+    in place); writes the events back and returns that value (None: nothing edited)."""
+    events = bytearray((trace / "events").read_bytes())
+    at, edited = 0, None
+    while at < len(events) and edited is None:
+        _magic, kind, size = struct.unpack_from("<III", events, at)
+        edited = edit(events, kind, at + 12)
+        at += 12 + size
+    (trace / "events").write_bytes(bytes(events))
+    return edited
+
 def test_record_then_replay_twice_under_gdb(procs, tmp_path, input_file):
     p, trace = record(tmp_path, str(input_file))
     out = p.stdout.decode()
@@ -112,20 +126,15 @@ def test_divergence_is_reported_with_event_and_values(procs, tmp_path, input_fil
     assert p.returncode != 125, p.stderr
     header = (trace / "header").read_text()
     pid = int(re.search(r"^pid (\d+)$", header, re.M).group(1))
-    events = bytearray((trace / "events").read_bytes())
-    at, edited = 0, 0
-    while at < len(events):
-        magic, kind, size = struct.unpack_from("<III", events, at)
-        body = at + 12
+    def own_getpid(events, kind, body):
         nr = struct.unpack_from("<q", events, body + 24)[0]
         result_at = body + 32 + 48
         # The program's own getpid, the first (raise() asks again later).
-        if kind == 1 and nr == 39 and not edited and events[result_at:result_at + 8] == pid.to_bytes(8, "little"):
+        if kind == 1 and nr == 39 and events[result_at:result_at + 8] == pid.to_bytes(8, "little"):
             events[result_at:result_at + 8] = (pid * 1000 + 7).to_bytes(8, "little")
-            edited += 1
-        at = body + size
-    assert edited == 1
-    (trace / "events").write_bytes(bytes(events))
+            return True
+        return None
+    assert edit_first_event(trace, own_getpid)
     srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "print pid", "bt 1", "kill"], prog=PROG)
     m = re.search(r"branchstub replay: divergence at event (\d+) of (\d+): expected write\(0x1, (0x[0-9a-f]+), "
@@ -188,19 +197,14 @@ def test_signal_in_code_with_other_registers_diverges(procs, tmp_path, input_fil
     a pc and count alone: the replay stops there with a divergence."""
     p, trace = record(tmp_path, str(input_file), "busy")
     assert p.returncode != 125, p.stderr
-    events = bytearray((trace / "events").read_bytes())
-    at, edited = 0, None
-    while at < len(events):
-        magic, kind, size = struct.unpack_from("<III", events, at)
-        body = at + 12
-        position = struct.unpack_from("<Q", events, body)[0]
+    def first_signal_in_code(events, kind, body):
         flags, digest = struct.unpack_from("<QQ", events, body + 40)
-        if kind == 3 and flags == 2 and edited is None:  # the first signal in the program's code
+        if kind == 3 and flags == 2:
             struct.pack_into("<Q", events, body + 48, digest ^ 1)
-            edited = position
-        at = body + size
+            return struct.unpack_from("<Q", events, body)[0]  # its position
+        return None
+    edited = edit_first_event(trace, first_signal_in_code)
     assert edited is not None
-    (trace / "events").write_bytes(bytes(events))
     srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "kill"], prog=PROG)
     assert re.search(r"divergence at event %d of \d+: signal 14 at pc 0x[0-9a-f]+, branch \d+: reached it with "
@@ -213,20 +217,15 @@ def test_branch_counts_are_checked(procs, tmp_path, input_file):
     divergence at that event, with the expected and the seen count."""
     p, trace = record(tmp_path, str(input_file))
     assert p.returncode != 125, p.stderr
-    events = bytearray((trace / "events").read_bytes())
-    at, edited = 0, None
-    while at < len(events):
-        magic, kind, size = struct.unpack_from("<III", events, at)
-        body = at + 12
+    def first_getpid(events, kind, body):
         position, branches = struct.unpack_from("<QQ", events, body)
-        nr = struct.unpack_from("<q", events, body + 24)[0]
-        if kind == 1 and nr == 39 and edited is None:  # the first getpid
+        if kind == 1 and struct.unpack_from("<q", events, body + 24)[0] == 39:
             assert branches > 0
             struct.pack_into("<Q", events, body + 8, branches + 5)
-            edited = (position, branches)
-        at = body + size
+            return position, branches
+        return None
+    edited = edit_first_event(trace, first_getpid)
     assert edited
-    (trace / "events").write_bytes(bytes(events))
     srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "continue", "kill"], prog=PROG)
     position, branches = edited
