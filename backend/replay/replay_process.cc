@@ -203,10 +203,26 @@ class ReplayProcess final : public Process {
   }
   Result<StopEvent> reverse_step(const ReplayPoint& from, BranchCounter::Last last);
   Result<StopEvent> reverse_continue(const ReplayPoint& from, BranchCounter::Last last);
-  // A new replay at `to` (a place the last pass saw).
+  // A new replay at `to` (a place the last pass saw), from the nearest checkpoint.
   Result<void> go_to(const ReplayPoint& to) {
-    if (auto r = timeline_.restart(); !r) return r;
+    if (auto r = timeline_.restart(timeline_.checkpoint_before(to, true)); !r) return r;
     return timeline_.run_to({to, false}, {}, nullptr);
+  }
+  // Where the client stops, a checkpoint: going back from near here starts there. Not more
+  // often than every few thousand branches (stepping stops at every line).
+  void maybe_checkpoint(const StopEvent& ev) {
+    constexpr uint64_t kSpacing = 4096;
+    switch (ev.kind) {
+      case StopKind::Breakpoint: case StopKind::HwBreakpoint: case StopKind::Watchpoint:
+      case StopKind::Step: case StopKind::StepBranch:
+        break;
+      default:
+        return;
+    }
+    ReplayPoint at = timeline_.here();
+    const auto* before = timeline_.checkpoint_before(at, true);
+    if (before && at.branches < before->at.branches + kSpacing) return;
+    timeline_.take_checkpoint();
   }
 
   pid_t vpid_;
@@ -233,6 +249,7 @@ std::optional<StopEvent> ReplayProcess::poll_events() {
   auto ev = timeline_.process().poll_events();
   if (!ev) return std::nullopt;
   last_ = client_event(*ev);
+  maybe_checkpoint(*ev);
   // The program's recorded exit, held: the end of the history, forward. Resumed from there,
   // it ends for real.
   if (ev->kind == StopKind::Signal && timeline_.clock().held_at_end() && !end_told_) {
@@ -257,6 +274,7 @@ Result<void> ReplayProcess::resume_reverse(pid_t tid, ReverseKind kind) {
     pending_ = event(StopKind::Signal, SIGTRAP);
   } else {
     pending_ = *stop;
+    maybe_checkpoint(*stop);
   }
   if (timeline_.started() && timeline_.process().alive()) adopt_client_state();
   return {};
@@ -266,24 +284,31 @@ Result<StopEvent> ReplayProcess::reverse_step(const ReplayPoint& from, BranchCou
   if (from == timeline_.start()) return event(StopKind::HistoryBegin, 0);
   auto before = timeline_.place_before(from, last);
   if (!before) return before.error();
-  if (!*before) {  // `from` was the first instruction after all
+  if (!before->place) {  // `from` was the first instruction after all
     if (auto r = timeline_.restart(); !r) return r.error();
     return event(StopKind::HistoryBegin, 0);
   }
-  if (auto r = go_to(**before); !r) return r.error();
+  if (!before->here)
+    if (auto r = go_to(*before->place); !r) return r.error();
   return event(StopKind::Step);
 }
 
-// rr's way: a replay runs from the start to here with the client's breakpoints and watchpoints
-// in; the last stop they cause before here is where the program goes back to.
+// rr's way: a replay runs from the last checkpoint to here with the client's breakpoints and
+// watchpoints in; the last stop they cause before here is where the program goes back to.
+// None: the same from the checkpoint before, and so on back to the first instruction.
 Result<StopEvent> ReplayProcess::reverse_continue(const ReplayPoint& from, BranchCounter::Last last) {
   (void)last;
-  if (auto r = timeline_.restart(); !r) return r.error();
   std::vector<Timeline::Hit> hits;
-  if (auto r = timeline_.run_to({from, false}, points_, &hits); !r) return r.error();
-  if (hits.empty()) {
-    if (auto r = timeline_.restart(); !r) return r.error();
-    return event(StopKind::HistoryBegin, 0);
+  for (ReplayPoint upper = from;;) {
+    const auto* checkpoint = timeline_.checkpoint_before(upper, false);
+    if (auto r = timeline_.restart(checkpoint); !r) return r.error();
+    if (auto r = timeline_.run_to({upper, false}, points_, &hits); !r) return r.error();
+    if (!hits.empty()) break;
+    if (!checkpoint) {
+      if (auto r = timeline_.restart(); !r) return r.error();
+      return event(StopKind::HistoryBegin, 0);
+    }
+    upper = checkpoint->at;
   }
   const Timeline::Hit& hit = hits.back();
   StopEvent ev = client_event(hit.event);
@@ -295,8 +320,9 @@ Result<StopEvent> ReplayProcess::reverse_continue(const ReplayPoint& from, Branc
   // before it, with the old value in place (as GDB's own reverse execution does).
   auto before = timeline_.place_before(hit.at, hit.last);
   if (!before) return before.error();
-  if (!*before) return event(StopKind::HistoryBegin, 0);
-  if (auto r = go_to(**before); !r) return r.error();
+  if (!before->place) return event(StopKind::HistoryBegin, 0);
+  if (!before->here)
+    if (auto r = go_to(*before->place); !r) return r.error();
   return ev;
 }
 

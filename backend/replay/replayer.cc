@@ -49,6 +49,19 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool diverged() const override { return !diverged_.empty(); }
   void hold_at_end(bool on) override { hold_at_end_ = on; }
   bool held_at_end() const override { return held_at_end_; }
+  std::shared_ptr<const ReplayState> save() const override;
+  // The same replay, going on in a copy of the process.
+  std::unique_ptr<Replayer> copy_for(pid_t pid) const {
+    auto r = std::make_unique<Replayer>(trace_, pid);
+    r->counter_ = counter_;
+    r->counter_.rename(pid_, pid);
+    r->cursor_ = cursor_;
+    r->diverged_ = diverged_;
+    r->signal_sent_ = signal_sent_;
+    r->hold_at_end_ = hold_at_end_;
+    r->held_at_end_ = held_at_end_;
+    return r;
+  }
 
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
@@ -106,6 +119,16 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool hold_at_end_ = false;
   bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
 };
+
+struct SavedReplay final : ReplayState {
+  std::unique_ptr<Replayer> replayer;
+};
+
+std::shared_ptr<const ReplayState> Replayer::save() const {
+  auto saved = std::make_shared<SavedReplay>();
+  saved->replayer = copy_for(pid_);
+  return saved;
+}
 
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
 // when the count and the registers are the recorded ones; before the count, it goes on.
@@ -321,6 +344,19 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   start.clock = replayer.get();
   (*process)->set_syscall_interceptor(std::move(replayer));
   start.process = std::move(*process);
+  return start;
+}
+
+Result<ReplayStart> continue_replay(pid_t copy, const ReplayState& state) {
+  const auto* saved = dynamic_cast<const SavedReplay*>(&state);
+  if (!saved) return Error{EINVAL, "not a replay's state"};
+  auto process = LinuxProcess::adopt_stopped_child(copy);
+  auto replayer = saved->replayer->copy_for(copy);
+  if (auto on = process->tracer().start_coverage(&replayer->counter(), {copy}); !on) return on.error();
+  ReplayStart start;
+  start.clock = replayer.get();
+  process->set_syscall_interceptor(std::move(replayer));
+  start.process = std::move(process);
   return start;
 }
 
