@@ -9,14 +9,14 @@ int counter;
 long recorded_time;
 
 __attribute__((noinline)) int bump(int by) {
-  counter += by; /* bump-line */
+  counter += by; /* LINE:bump-line */
   return counter;
 }
 
 int main(void) {
-  recorded_time = (long)time(NULL); /* time-line */
+  recorded_time = (long)time(NULL); /* LINE:time-line */
   for (int i = 0; i < 5; i++)
-    bump(i + 1); /* loop-line */
-  printf("counter=%d time=%ld pid=%d\n", counter, recorded_time, (int)getpid()); /* print-line */
-  return 0; /* end-line */
+    bump(i + 1); /* LINE:loop-line */
+  printf("counter=%d time=%ld pid=%d\n", counter, recorded_time, (int)getpid()); /* LINE:print-line */
+  return 0; /* LINE:end-line */
 }
