@@ -116,12 +116,14 @@ class ReplayProcess final : public Process {
   Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override {
     auto r = timeline_.process().insert_breakpoint(kind, addr, len);
     if (r) points_.push_back({kind, addr, len, std::nullopt});
+    timeline_.clock().set_watched(watched_ranges(points_));
     return r;
   }
   Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override {
     auto it = std::find_if(points_.begin(), points_.end(),
                            [&](const ClientPoint& p) { return p.kind == kind && p.addr == addr && p.len == len; });
     if (it != points_.end()) points_.erase(it);
+    timeline_.clock().set_watched(watched_ranges(points_));
     return timeline_.process().remove_breakpoint(kind, addr, len);
   }
   int hardware_slots() const override { return inner().hardware_slots(); }
@@ -199,6 +201,7 @@ class ReplayProcess final : public Process {
     if (thread_options_ != ThreadOptions{}) p.set_thread_options(timeline_.real_pid(), thread_options_);
     if (catch_syscalls_) p.set_catch_syscalls(true, caught_);
     p.set_fork_reporting(fork_, vfork_);
+    timeline_.clock().set_watched(watched_ranges(points_));
     tracer_.reapply();
   }
   Result<StopEvent> reverse_step(const ReplayPoint& from, BranchCounter::Last last);

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 
@@ -50,6 +51,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   void hold_at_end(bool on) override { hold_at_end_ = on; }
   bool held_at_end() const override { return held_at_end_; }
   std::shared_ptr<const ReplayState> save() const override;
+  void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) override { watched_ = std::move(ranges); }
   // The same replay, going on in a copy of the process.
   std::unique_ptr<Replayer> copy_for(pid_t pid) const {
     auto r = std::make_unique<Replayer>(trace_, pid);
@@ -60,6 +62,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     r->signal_sent_ = signal_sent_;
     r->hold_at_end_ = hold_at_end_;
     r->held_at_end_ = held_at_end_;
+    r->watched_ = watched_;
     return r;
   }
 
@@ -118,6 +121,18 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
   bool hold_at_end_ = false;
   bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
+  std::vector<std::pair<uint64_t, uint64_t>> watched_;  // the client's write watchpoints
+  // The first watched region whose bytes `bytes` at `addr` change (its start; 0: none).
+  uint64_t watched_change(uint64_t addr, const std::vector<uint8_t>& bytes) const {
+    for (auto [start, len] : watched_) {
+      uint64_t lo = std::max(start, addr), hi = std::min(start + len, addr + bytes.size());
+      if (lo >= hi) continue;
+      std::vector<uint8_t> old(hi - lo);
+      auto n = mem_.read(lo, old);
+      if (!n || *n != old.size() || !std::equal(old.begin(), old.end(), bytes.begin() + (lo - addr))) return start;
+    }
+    return 0;
+  }
 };
 
 struct SavedReplay final : ReplayState {
@@ -230,10 +245,12 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   out.r11 = regs.r11;
   out.rax = static_cast<uint64_t>(got);
   std::string mismatch;
+  uint64_t watch_addr = 0;
   switch (as_) {
     case ReplayAs::Emulate:
       for (const auto& w : e->writes) {
         auto bytes = trace_->bytes(w);
+        if (bytes && !watch_addr) watch_addr = watched_change(w.addr, *bytes);
         if (!bytes || !mem_.write(w.addr, *bytes))
           mismatch = fmt::format("cannot put the recorded {} bytes at {:#x}", w.length, w.addr);
       }
@@ -260,6 +277,7 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   // before the next instruction (take_signal gives it the recorded siginfo).
   if (const TraceEvent* n = next(); n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit)
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
+  if (watch_addr) return {true, "", watch_addr};
   return {};
 }
 

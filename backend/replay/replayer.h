@@ -41,6 +41,9 @@ class ReplayClock {
   virtual void hold_at_end(bool on) = 0;
   virtual bool held_at_end() const = 0;
   virtual std::shared_ptr<const ReplayState> save() const = 0;
+  // The client's write and access watchpoints ([start, start+len)): a recorded syscall result
+  // that changes bytes there stops the program as a watchpoint would.
+  virtual void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) = 0;
 };
 
 // Checks the trace directory (finished, program and mapped files unchanged) and reads it.

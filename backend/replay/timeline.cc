@@ -26,6 +26,13 @@ bool code_point(BreakpointKind k) { return k == BreakpointKind::Software || k ==
 
 }  // namespace
 
+std::vector<std::pair<uint64_t, uint64_t>> watched_ranges(const std::vector<ClientPoint>& points) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const auto& p : points)
+    if (p.kind == BreakpointKind::WriteWatch || p.kind == BreakpointKind::AccessWatch) out.emplace_back(p.addr, p.len);
+  return out;
+}
+
 Timeline::Timeline(std::shared_ptr<const TraceReader> trace, LaunchOptions base, std::function<void(Process&)> setup)
     : trace_(std::move(trace)), base_(std::move(base)), setup_(std::move(setup)) {}
 
@@ -48,6 +55,7 @@ Result<void> Timeline::restart(const Checkpoint* from) {
   real_pid_ = started->process->pid();
   process_ = std::move(started->process);
   clock_->hold_at_end(true);
+  clock_->set_watched({});  // a checkpoint's state has the client's of its time
   if (setup_) setup_(*process_);
   if (!from) start_ = here();
   return {};
@@ -154,11 +162,13 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
     }
   };
   if (!wants.empty()) p.set_catch_syscalls(true, {SYS_mmap});
+  clock_->set_watched(watched_ranges(hits ? points : std::vector<ClientPoint>{}));
   insert_wanted(false);
   auto clean = [&] {
     for (const auto& w : wants)
       if (w.in) (void)p.remove_breakpoint(w.kind, w.addr, w.len);
     p.set_catch_syscalls(false, {});
+    clock_->set_watched({});
     (void)p.take_console_output();  // breakpoint commands' output belongs to no stop the client sees
   };
   // A replay started from a checkpoint stands at a client's breakpoint: backwards, that is a hit.

@@ -28,6 +28,10 @@ struct ClientPoint {
   std::optional<BreakpointProgram> program;
 };
 
+// The client's write and access watchpoints, as the replay checks recorded syscall results
+// against them (ReplayClock::set_watched).
+std::vector<std::pair<uint64_t, uint64_t>> watched_ranges(const std::vector<ClientPoint>& points);
+
 class Timeline {
  public:
   // `setup` gives a new replay the server's settings (configure, signals) before it runs.

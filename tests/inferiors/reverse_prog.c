@@ -1,12 +1,15 @@
 /* Reverse execution on a replay (tests/integration/test_reverse.py): a global written in a
  * loop (watch it, then reverse-continue to the write before), a time() whose recorded value
- * the replay shows (reverse-step over it), and a function to step back into. */
+ * the replay shows (reverse-step over it), a function to step back into, and a buffer that
+ * only a read() writes (a watchpoint on it goes back into the system call). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
 int counter;
 long recorded_time;
+char name[16];
 
 __attribute__((noinline)) int bump(int by) {
   counter += by; /* LINE:bump-line */
@@ -14,6 +17,11 @@ __attribute__((noinline)) int bump(int by) {
 }
 
 int main(void) {
+  int fd = open("/proc/self/comm", O_RDONLY);
+  if (fd >= 0) {
+    (void)!read(fd, name, sizeof name - 1); /* LINE:read-line */
+    close(fd);
+  }
   recorded_time = (long)time(NULL); /* LINE:time-line */
   for (int i = 0; i < 5; i++)
     bump(i + 1); /* LINE:loop-line */

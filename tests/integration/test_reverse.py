@@ -125,3 +125,17 @@ def test_lldb_debugs_a_replay_forward(procs, trace, lldb_bin):
     assert re.search(r"\(int\) counter = 1", r.out), r
     assert re.search(r"\(long\) recorded_time = %s" % trace[1]["time"], r.out), r
     assert "divergence" not in r.out, r
+
+
+def test_watchpoint_backwards_into_a_system_call(procs, trace):
+    """Only a read() writes `name`: the recorded bytes the replay puts there stop the program as
+    a watchpoint would (the debug registers never see the kernel's writes), forward and back."""
+    r = session(procs, trace[0], ["break %d" % line_of("time-line"), "continue", "print name[0]",
+                                  "watch name[0]", "reverse-continue", "print name[0]", "bt 2",
+                                  "continue", "print name[0]"])
+    v = values(r)
+    assert v[0] == "114 'r'" and v[1] == "0 '\\000'" and v[2] == "114 'r'", r
+    assert re.search(r"Old value = 114 'r'\s+New value = 0 '\\000'", r.out), r
+    assert re.search(r"Old value = 0 '\\000'\s+New value = 114 'r'", r.out), r
+    # Back before the syscall instruction inside read(), called from main's read line.
+    assert re.search(r"#1\s+0x[0-9a-f]+ in main \(\) at .*:%d" % line_of("read-line"), r.out), r
