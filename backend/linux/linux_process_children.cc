@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_info.h"
@@ -116,9 +117,10 @@ Result<pid_t> LinuxProcess::fork_stopped() {
     ::ptrace(PTRACE_SETREGS, who, nullptr, &saved);
   };
   pid_t child = 0;
-  // One step runs the fork (its event stop first), another ends it. A signal that arrives
-  // meanwhile (a SIGCHLD of an earlier copy) is the program's business only if it was
-  // recorded: it is dropped here.
+  // One step runs the fork (its event stop first), another ends it. A signal that comes first
+  // waits: SIGCHLD (an earlier copy of a checkpoint ended: nothing the program ever had) is
+  // dropped, any other is sent again after.
+  std::vector<int> later;
   for (int steps = 0; steps < 16; ++steps) {
     if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
     int status = 0;
@@ -134,8 +136,10 @@ Result<pid_t> LinuxProcess::fork_stopped() {
       continue;
     }
     if (WSTOPSIG(status) == SIGTRAP && child) break;
+    if (WSTOPSIG(status) != SIGTRAP && WSTOPSIG(status) != SIGCHLD) later.push_back(WSTOPSIG(status));
   }
   put_back(tid, mem_);
+  for (int sig : later) ::syscall(SYS_tgkill, pid_, tid, sig);
   if (!child) return Error{EIO, "the injected fork did not fork"};
   int status = 0;
   while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}

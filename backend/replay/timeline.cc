@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,16 @@ namespace {
 constexpr size_t kMaxSteps = 4'000'000;
 
 bool code_point(BreakpointKind k) { return k == BreakpointKind::Software || k == BreakpointKind::Hardware; }
+
+// Whether a signal waits for the process (SigPnd: its thread's, ShdPnd: the process's). A fork
+// does not inherit it: a copy taken then would miss a signal the recording has.
+bool signals_pending(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      if (line.find_first_not_of("0\t ", 7) != std::string::npos) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -72,7 +84,7 @@ void Timeline::take_checkpoint() {
   constexpr size_t kMaxCheckpoints = 24;
   if (!process_ || !process_->alive() || process_->running()) return;
   ReplayPoint at = here();
-  if (at.end || clock_->diverged() || at == start_) return;
+  if (at.end || clock_->diverged() || at == start_ || signals_pending(real_pid_)) return;
   for (const auto& c : checkpoints_)
     if (c.at == at) return;
   auto copy = process_->fork_stopped();

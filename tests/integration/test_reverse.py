@@ -139,3 +139,25 @@ def test_watchpoint_backwards_into_a_system_call(procs, trace):
     assert re.search(r"Old value = 0 '\\000'\s+New value = 114 'r'", r.out), r
     # Back before the syscall instruction inside read(), called from main's read line.
     assert re.search(r"#1\s+0x[0-9a-f]+ in main \(\) at .*:%d" % line_of("read-line"), r.out), r
+
+
+def test_reverse_over_timer_signals(procs, tmp_path):
+    """SIGALRMs from a timer that arrived at nanosleep's return replay at their recorded places,
+    backwards too: going back before the third handler run undoes what it wrote."""
+    prog = inferior("replay_prog")
+    (tmp_path / "in.txt").write_text("x\n")
+    rec = subprocess.run([SERVER, "record", "-o", str(tmp_path / "t"), prog, str(tmp_path / "in.txt"), "alarm"],
+                         capture_output=True, timeout=120, cwd=str(tmp_path))
+    alarms = re.search(r"alarms=(\d+),(\d+),(\d+)", rec.stdout.decode())
+    assert alarms, rec
+    srv = procs.server(["replay", "--once", "{COMM}", str(tmp_path / "t")])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                         "watch alarm_count", "reverse-continue", "reverse-continue", "print alarm_at",
+                         "print alarm_count", "continue", "print alarm_count"], prog=prog, timeout=240,
+                   pre=["set sysroot /"])
+    a = alarms.groups()
+    assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
+    assert re.search(r"Old value = 3\s+New value = 2", r.out), r
+    assert re.search(r"Old value = 2\s+New value = 1", r.out), r
+    # Before the second handler's increment: the third handler has not run.
+    assert values(r) == ["{%s, %s, 0}" % (a[0], a[1]), "1", "2"], r
