@@ -54,6 +54,24 @@ class ReplayProcess final : public Process {
   bool wants_poll() const override { return pending_.has_value() || inner().wants_poll(); }
   Result<void> step_branch(pid_t tid, uint32_t count) override { return timeline_.process().step_branch(to_real(tid), count); }
   bool can_reverse() const override { return true; }
+  std::optional<ReplayPosition> replay_position() override {
+    if (!timeline_.process().alive() || running()) return std::nullopt;
+    return position(timeline_.here());
+  }
+  std::vector<ReplayPosition> replay_checkpoints() const override {
+    std::vector<ReplayPosition> out;
+    for (const auto& at : timeline_.checkpoint_places()) out.push_back(position(at));
+    return out;
+  }
+  Result<void> take_checkpoint() override {
+    if (!timeline_.process().alive() || running()) return Error{EBUSY, "The program is running."};
+    size_t before = timeline_.checkpoint_count();
+    timeline_.take_checkpoint();
+    if (timeline_.checkpoint_count() == before)
+      return Error{EEXIST, "No new checkpoint here (one is here already, or this is the start or the end, "
+                           "or a signal is pending)."};
+    return {};
+  }
   Result<void> resume_reverse(pid_t tid, ReverseKind kind) override;
 
   Result<void> set_non_stop(bool on) override {
@@ -167,6 +185,15 @@ class ReplayProcess final : public Process {
   const ProcessSettings& settings() const override { return settings_; }
 
  private:
+  ReplayPosition position(const ReplayPoint& at) const {
+    ReplayPosition pos;
+    pos.event = at.events;
+    pos.events = timeline_.header().event_count;
+    pos.branches = at.branches;
+    pos.pc = at.pc;
+    pos.at_end = at.end;
+    return pos;
+  }
   const Process& inner() const { return const_cast<Timeline&>(timeline_).process(); }
   pid_t to_real(pid_t tid) const { return tid == vpid_ ? timeline_.real_pid() : tid; }
   pid_t to_client(pid_t tid) const { return tid == timeline_.real_pid() ? vpid_ : tid; }

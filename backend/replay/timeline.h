@@ -53,6 +53,11 @@ class Timeline {
   // Keeps a copy of the replay where it stands (not at the recorded end; once per place).
   void take_checkpoint();
   size_t checkpoint_count() const { return checkpoints_.size(); }
+  std::vector<ReplayPoint> checkpoint_places() const {
+    std::vector<ReplayPoint> out;
+    for (const auto& c : checkpoints_) out.push_back(c.at);
+    return out;
+  }
   Process& process() { return *process_; }
   bool started() const { return process_ != nullptr; }
   pid_t real_pid() const { return real_pid_; }

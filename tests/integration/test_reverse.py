@@ -161,3 +161,21 @@ def test_reverse_over_timer_signals(procs, tmp_path):
     assert re.search(r"Old value = 2\s+New value = 1", r.out), r
     # Before the second handler's increment: the third handler has not run.
     assert values(r) == ["{%s, %s, 0}" % (a[0], a[1]), "1", "2"], r
+
+
+def test_monitor_when_and_checkpoints(procs, trace):
+    """rr's `when` and `checkpoint`, as monitor commands: the position moves back with reverse
+    execution; a checkpoint is kept on demand (once per place), and listed."""
+    r = session(procs, trace[0], ["monitor when", "break bump", "continue", "monitor when",
+                                  "monitor checkpoints", "continue", "monitor checkpoint", "monitor checkpoint",
+                                  "reverse-continue", "monitor when"])
+    when = [tuple(map(int, m)) for m in re.findall(r"Now at event (\d+) of \d+, branch count (\d+), pc", r.out)]
+    assert len(when) == 3, r
+    assert when[0] == (0, 0) and when[1][1] > 0, r
+    assert when[2] == when[1], r  # back at the first bump's breakpoint: the same event and count
+    counts = [int(n) for n in re.findall(r"^(\d+) checkpoints? ", r.out, re.M)]
+    assert len(counts) == 2 and counts[1] == counts[0] + 1, r
+    # The one asked for is where the second bump's breakpoint stopped; asked again: refused.
+    listed = re.findall(r"^  %d: event (\d+) of \d+, branch count (\d+), pc 0x[0-9a-f]+$" % counts[1], r.out, re.M)
+    assert listed and int(listed[-1][1]) > when[1][1], r
+    assert "No checkpoint: No new checkpoint here" in r.out, r
