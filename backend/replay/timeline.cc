@@ -201,8 +201,13 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
       clean();
       return Error{EIO, fmt::format("the replay passed {} (it is at {})", target.point.describe(), h.describe())};
     }
+    // Off one of our int3s by a step of its own: a step-over inside a continue would run on
+    // over an int3 it lands on (a breakpoint right after another, the target after a client's).
+    bool on_int3 = std::any_of(wants.begin(), wants.end(),
+                               [&](const Want& w) { return w.in && code_point(w.kind) && w.addr == h.pc; });
     ResumePlan plan;
-    plan.others = ResumeAction{ResumeKind::Continue, deliver, 0, 0};
+    if (on_int3) plan.threads[real_pid_] = ResumeAction{ResumeKind::Step, deliver, 0, 0};
+    else plan.others = ResumeAction{ResumeKind::Continue, deliver, 0, 0};
     deliver = 0;
     auto ev = run(plan);
     if (!ev) {
@@ -220,6 +225,13 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
     ReplayPoint at = here();
     bool before = at < target.point || (ev->kind == StopKind::Watchpoint && at == target.point);
     switch (ev->kind) {
+      case StopKind::Step:  // off an int3 onto another: that one is hit as a continue would hit it
+        if (hits && before && !target.loose && client_code_point_at(at.pc)) {
+          StopEvent hit = *ev;
+          hit.kind = StopKind::Breakpoint;
+          hits->push_back({hit, at, clock_->last_branch()});
+        }
+        break;
       case StopKind::Breakpoint:
       case StopKind::HwBreakpoint:
         if (hits && before && !target.loose && client_code_point_at(at.pc)) hits->push_back({*ev, at, clock_->last_branch()});
