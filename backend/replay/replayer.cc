@@ -47,7 +47,7 @@ class Replayer final : public SyscallInterceptor {
   Verdict syscall_exit(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   BranchCounter& counter() { return counter_; }
-  void tracer_replaced(BranchTracer& tracer) override { (void)tracer.start_coverage(&counter_, {pid_}); }
+  void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
   // The next event is a signal that arrived in the program's code: the thread stops at its pc.
   uint64_t watch_pc() const override {
     const TraceEvent* n = next();
@@ -55,6 +55,11 @@ class Replayer final : public SyscallInterceptor {
     return in_code && diverged_.empty() && !signal_sent_ ? n->pc : 0;
   }
   WatchVerdict at_watch_pc(pid_t tid) override;
+  uint64_t branches_before_watch(pid_t) const override {
+    const TraceEvent* n = next();
+    uint64_t seen = counter_.count(pid_);
+    return n && n->branches > seen ? n->branches - seen : 1;
+  }
 
  private:
   // The event's branch count against the thread's: a divergence message, or "" when equal.
@@ -297,8 +302,8 @@ Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const Lau
   auto facts = prepare_exec(pid, h.at_random);
   if (!facts) return facts.error();
   auto replayer = std::make_unique<Replayer>(std::move(*trace), pid);
-  // The thread's taken branches, counted as record counted them (the software engine).
-  if (auto on = (*process)->tracer().start_coverage(&replayer->counter(), {pid}); !on) return on.error();
+  // The thread's taken branches, counted as record counted them.
+  if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid); !on) return on.error();
   (*process)->set_syscall_interceptor(std::move(replayer));
   return std::unique_ptr<Process>(std::move(*process));
 }
