@@ -214,6 +214,10 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
     case ReplayAs::Execute:
     case ReplayAs::SignalSelf:
       if (got != e->result) mismatch = fmt::format("it returned {:#x} in replay, {:#x} when recorded", got, e->result);
+      // What it reported back is the recording's (rt_sigaction's old action: the replay server
+      // may have inherited other dispositions than the recorder).
+      for (const auto& w : e->writes)
+        if (auto bytes = trace_.bytes(w); mismatch.empty() && bytes) (void)mem_.write(w.addr, *bytes);
       break;
     case ReplayAs::ExecuteAnyResult:
       out.rax = static_cast<uint64_t>(e->result);

@@ -256,6 +256,10 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     case SYS_nanosleep: if (result != 0) add(args[1], kTimespec); break;  // the time left, when interrupted
     case SYS_clock_nanosleep: if (result != 0 && !(args[1] & 1)) add(args[3], kTimespec); break;
     case SYS_pipe: case SYS_pipe2: add(args[0], 8); break;
+    // Run again, but what they report of the old state is the recording's (inherited
+    // dispositions and masks may differ where the replay runs).
+    case SYS_rt_sigaction: add(args[2], 24 + args[3]); break;  // handler, flags, restorer, mask
+    case SYS_rt_sigprocmask: add(args[2], args[3]); break;
     default: break;  // writes nothing (or is run again in replay, which writes it)
   }
   return out;

@@ -18,12 +18,12 @@ pytestmark = pytest.mark.branchstub_only
 PROG = inferior("replay_prog")
 
 
-def record(tmp_path, argv, name, source=None, timeout=120):
+def record(tmp_path, argv, name, source=None, timeout=120, preexec_fn=None):
     trace = tmp_path / name
     extra = ["--btrace-source=" + source] if source else []
     env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
     p = subprocess.run([SERVER, "record", "-o", str(trace)] + extra + argv, capture_output=True, timeout=timeout,
-                       env=env, cwd=str(tmp_path))
+                       env=env, cwd=str(tmp_path), preexec_fn=preexec_fn)
     assert b"trace in" in p.stderr, p.stderr
     return p, trace
 
@@ -80,6 +80,20 @@ def test_gzip_records_and_replays(procs, tmp_path):
     native = subprocess.run(["/bin/gzip", "-c", str(data)], capture_output=True, timeout=30)
     p, trace = record(tmp_path, ["/bin/gzip", "-c", str(data)], "t")
     assert p.returncode == 0 and p.stdout == native.stdout  # its output is the program's own
+    r = replay(procs, trace, "/bin/gzip", ["continue"])
+    assert "exited normally" in r.out, r
+
+
+def test_inherited_signal_dispositions_do_not_diverge(procs, tmp_path):
+    """gzip asks which of SIGINT, SIGHUP, SIGTERM... are ignored and handles only the others:
+    recorded with SIGINT ignored (a shell's background job), replayed by a server that has it
+    at its default, the program is told what it was told when recorded."""
+    import signal
+    data = tmp_path / "data.txt"
+    data.write_text("some text\n" * 100)
+    p, trace = record(tmp_path, ["/bin/gzip", "-c", str(data)], "t",
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert p.returncode == 0, p.stderr
     r = replay(procs, trace, "/bin/gzip", ["continue"])
     assert "exited normally" in r.out, r
 

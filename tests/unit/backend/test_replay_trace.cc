@@ -259,6 +259,18 @@ TEST_CASE("syscall table: memory of the rows ls -l and gzip -c need") {
   w = written_ranges(SYS_llistxattr, lx, 17, no_read);
   REQUIRE(w.size() == 1);
   CHECK(w[0].length == 17);
+  // rt_sigaction(sig, act, oldact, 8): the old action (32 bytes), put back after it runs again.
+  uint64_t sa[6] = {2, 0x1000, 0x5000, 8};
+  w = written_ranges(SYS_rt_sigaction, sa, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x5000);
+  CHECK(w[0].length == 32);
+  uint64_t sa_no_old[6] = {2, 0x1000, 0, 8};
+  CHECK(written_ranges(SYS_rt_sigaction, sa_no_old, 0, no_read).empty());
+  uint64_t pm[6] = {0, 0x1000, 0x6000, 8};
+  w = written_ranges(SYS_rt_sigprocmask, pm, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 8);
   uint64_t adv[6] = {3, 0, 0, 2};
   CHECK(written_ranges(SYS_fadvise64, adv, 0, no_read).empty());
 }
