@@ -66,9 +66,11 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   // Replay's watch int3 goes in once the count is near (patches out first); here, before every
   // traced run, and at the stops the patcher consumes.
   if (patch_) (void)host_.exact_stop_changed();
+  // The engine's int3 of the last stretch goes first: left in, the patches going in now would
+  // take it for a breakpoint and leave that block end to int3 stops for good.
+  if (patch_) arm(t, 0);
   if (patch_ && patch_->prepare_run(patch_thread(t), host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
-    arm(t, 0);
     return host_.resume(t, signo);
   }
   std::function<bool(uint64_t)> stop_before;

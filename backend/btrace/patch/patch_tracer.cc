@@ -123,6 +123,12 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
   Region* r = region_of(pc);
   uint64_t base = 0;
   if (!r) return stub_at(pc, &base) != nullptr;  // put into a stub by install_all: it runs on
+  // Stopped inside a planned patch's bytes (an int3 or a step there: replay's watch pc, a
+  // client breakpoint): made a block start, that block end would stay an int3 site for good.
+  // From the stub's copy where the patch is in; else the engine runs to the block's end.
+  if (auto s = sites_.lower_bound(pc); s != sites_.end() && s->second.planned && s->second.patchable &&
+                                        s->second.begin < pc && pc < s->second.end)
+    return s->second.installed == Installed::Patch && enter_stub(t.tid, pc);
   concurrent_ = rings_.size() > 1;  // instrument() asks all_stopped() only when it writes code
   instrument(t.tid, pc);
   concurrent_ = false;
