@@ -23,7 +23,10 @@ int run_branchstub(int argc, const char* const* argv, const MainHooks& hooks) {
     std::fputs(summary.output.c_str(), stderr);
     return summary.failed == 0 ? 0 : 1;
   }
-  if (options.record) return backend::replay::record({options.record_dir, options.program});
+  if (options.record)
+    return backend::replay::record({options.record_dir, options.program,
+                                    options.btrace_source == "soft" ? backend::TraceSource::Software
+                                                                    : backend::TraceSource::Auto});
   if (options.replay_dir) {
     if (options.replay_dir->empty()) options.replay_dir = backend::replay::latest_trace();
     if (options.replay_dir->empty()) {

@@ -58,6 +58,11 @@ class BranchSink {
   // Tracing of tid ends with the thread stopped at pc (pc not executed); 0 = the thread is gone
   // (it exited: where exactly is not known to the tracer).
   virtual void thread_ended(pid_t tid, uint64_t pc) = 0;
+  // A sink that only counts (replay's branch count) gets n branches at once through counted()
+  // instead of branch() per branch: block patching drains millions without building them.
+  // `last` is the newest of them (reverse execution starts from it).
+  virtual bool counts_only() const { return false; }
+  virtual void counted(pid_t /*tid*/, uint64_t /*n*/, Branch /*last*/) {}
 };
 
 class BranchTracer {
@@ -95,6 +100,10 @@ class BranchTracer {
   // Ends every coverage thread at its current pc (sink->thread_ended) and forgets the sink.
   virtual void stop_coverage() = 0;
   virtual bool coverage_active() const = 0;
+  // Coverage threads started from now on run through block patching where the source allows
+  // it (auto, patch): every branch still reaches the sink, from the program's ring at each
+  // stop instead of a stop per block (record and replay count this way).
+  virtual void set_coverage_patching(bool /*on*/) {}
 };
 
 }  // namespace backend

@@ -120,6 +120,7 @@ Result<void> TraceManager::disable(pid_t tid) {
   }
   ThreadTrace coverage_only;  // the history goes; coverage tracing goes on
   coverage_only.coverage = true;
+  coverage_only.patch = coverage_patched();
   it->second = std::move(coverage_only);
   return {};
 }
@@ -243,7 +244,8 @@ std::vector<std::string> TraceManager::explain() const {
 
 bool TraceManager::patch_traced(pid_t tid) const {
   auto it = threads_.find(tid);
-  return it != threads_.end() && it->second.kind == Kind::Software && it->second.patch && it->second.client;
+  return it != threads_.end() && it->second.kind == Kind::Software && it->second.patch &&
+         (it->second.client || it->second.coverage);
 }
 
 bool TraceManager::software_traced(pid_t tid) const {
@@ -256,14 +258,17 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   if (it == threads_.end()) return;
   // LBR rings are filled from the module's snapshots, never from the engine.
   if (it->second.ring && it->second.kind == Kind::Software) it->second.ring->push(from, to);
-  if (it->second.coverage && sink_) sink_->branch(tid, from, to);
+  if (it->second.coverage && sink_) {
+    if (sink_->counts_only()) sink_->counted(tid, 1, Branch{from, to});
+    else sink_->branch(tid, from, to);
+  }
 }
 
 size_t TraceManager::branches_kept(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return 0;
   const ThreadTrace& t = it->second;
-  if (t.coverage && sink_) return SIZE_MAX;
+  if (t.coverage && sink_ && !sink_->counts_only()) return SIZE_MAX;
   return t.ring && t.kind == Kind::Software ? t.ring->capacity() : 0;
 }
 
@@ -274,11 +279,16 @@ void TraceManager::record_entries(pid_t tid, std::span<const uint32_t> entries,
   if (it == threads_.end()) return;
   ThreadTrace& t = it->second;
   if (t.ring && t.kind == Kind::Software) t.ring->push_entries(entries, explicit_branches, fixed);
-  if (t.coverage && sink_)
+  if (t.coverage && sink_ && !sink_->counts_only())
     for (uint32_t e : entries) {
       Branch b = (e & BranchRing::kExplicit) ? explicit_branches[e & ~BranchRing::kExplicit] : fixed(e);
       sink_->branch(tid, b.from, b.to);
     }
+}
+
+void TraceManager::record_count(pid_t tid, uint64_t n, Branch last) {
+  auto it = threads_.find(tid);
+  if (n && it != threads_.end() && it->second.coverage && sink_ && sink_->counts_only()) sink_->counted(tid, n, last);
 }
 
 void TraceManager::forget_fixed_ids() {
@@ -340,6 +350,7 @@ void TraceManager::thread_created(pid_t tid) {
   if (!sink_ || threads_.count(tid)) return;
   ThreadTrace trace;
   trace.coverage = true;
+  trace.patch = coverage_patched();
   threads_.emplace(tid, std::move(trace));
   sink_->thread_started(tid, current_pc_ ? current_pc_(tid) : 0);
 }
@@ -349,8 +360,10 @@ Result<void> TraceManager::start_coverage(BranchSink* sink, const std::vector<pi
   if (sink_) return Error{EALREADY, "Coverage is already being recorded."};
   sink_ = sink;
   for (pid_t tid : threads) {
+    bool fresh = !threads_.count(tid);
     ThreadTrace& trace = threads_[tid];  // a new entry is a coverage-only software thread
     trace.coverage = true;
+    if (fresh) trace.patch = coverage_patched();
     sink_->thread_started(tid, current_pc_ ? current_pc_(tid) : 0);
   }
   return {};

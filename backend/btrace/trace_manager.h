@@ -50,13 +50,15 @@ class TraceManager : public BranchTracer {
   Result<void> start_coverage(BranchSink* sink, const std::vector<pid_t>& threads) override;
   void stop_coverage() override;
   bool coverage_active() const override { return sink_ != nullptr; }
+  void set_coverage_patching(bool on) override { coverage_patching_ = on; }
 
   // ---- for the process engine ----
   // Threads whose branches the engine must record itself (software source, and every thread
   // traced for coverage whatever the client's source).
   bool software_traced(pid_t tid) const;
-  // Client-recorded software threads of --btrace-source=patch: the engine may run them through
-  // patched code (their branches come from the inferior's ring, then from the engine as usual).
+  // Client-recorded software threads of --btrace-source=patch (and coverage threads when
+  // set_coverage_patching() asked for it): the engine may run them through patched code (their
+  // branches come from the inferior's ring, then from the engine as usual).
   bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
   // Many branches of one thread, oldest first (block patching drains its ring with one call):
@@ -65,6 +67,9 @@ class TraceManager : public BranchTracer {
   void record_entries(pid_t tid, std::span<const uint32_t> entries, std::span<const Branch> explicit_branches,
                       const std::function<Branch(uint32_t)>& fixed);
   void forget_fixed_ids();
+  // How many taken branches one drain of tid's ring brought (record_entries() gets only the
+  // newest kept): a counting coverage sink gets them all at once.
+  void record_count(pid_t tid, uint64_t n, Branch last);
   // How many of a batch's newest branches record_entries() keeps at most for tid (its ring's
   // capacity; every one while a coverage sink sees them): a drainer builds no more than that.
   size_t branches_kept(pid_t tid) const;
@@ -114,6 +119,10 @@ class TraceManager : public BranchTracer {
   std::string bts_refused_;  // auto: why perf BTS was not used (the last enable's error)
   std::string lbr_error_;    // the last failure to read a window
   std::string patch_status_;
+  bool coverage_patching_ = false;
+  bool coverage_patched() const {
+    return coverage_patching_ && (preferred_ == TraceSource::Patch || preferred_ == TraceSource::Auto);
+  }
 };
 
 }  // namespace backend

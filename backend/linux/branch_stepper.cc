@@ -59,11 +59,18 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   auto& plan = std::get<run::Traced>(t.mode).plan;
   if (!patch_ && tracer_->patch_traced(t.tid)) {
     patch_ = std::make_unique<PatchTracer>(memory_, breakpoints_, code_, tracer_);
-    patch_->set_hardware_breakpoints([this](uint64_t addr) { return host_.hw_breakpoint_at(addr); });
+    patch_->set_hardware_breakpoints(
+        [this](uint64_t addr) { return host_.hw_breakpoint_at(addr) || host_.exact_stop_at(addr); });
+    patch_->set_branch_budget([this](pid_t tid) { return host_.branch_budget(tid); });
   }
+  // Replay's watch int3 goes in once the count is near (patches out first); here, before every
+  // traced run, and at the stops the patcher consumes.
+  if (patch_) (void)host_.exact_stop_changed();
+  // The engine's int3 of the last stretch goes first: left in, the patches going in now would
+  // take it for a breakpoint and leave that block end to int3 stops for good.
+  if (patch_) arm(t, 0);
   if (patch_ && patch_->prepare_run(patch_thread(t), host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
-    arm(t, 0);
     return host_.resume(t, signo);
   }
   std::function<bool(uint64_t)> stop_before;
@@ -148,7 +155,9 @@ bool BranchStepper::patch_stop(LinuxThread& t, int status) {
     case PatchTracer::StopKind::None:
       return false;
     case PatchTracer::StopKind::Consumed:
-      if (!host_.stopping()) host_.resume(t, 0);
+      if (host_.stopping()) return true;
+      if (host_.exact_stop_changed()) continue_traced(t, 0);  // the patches came out for its int3
+      else host_.resume(t, 0);
       return true;
     case PatchTracer::StopKind::Frontier:
       if (!host_.stopping()) continue_traced(t, 0);

@@ -50,6 +50,13 @@ class BranchStepper {
     virtual bool watch_stepping() const = 0;
     // Non-stop mode: block patching stays with single-threaded programs there.
     virtual bool non_stop_mode() const = 0;
+    // Replay's watch pc (an internal int3 a thread must meet): no patch may cover it.
+    virtual bool exact_stop_at(uint64_t addr) const = 0;
+    // Block patching: how many ring entries tid may write before it must stop (0: no limit).
+    virtual uint64_t branch_budget(pid_t tid) = 0;
+    // A ring was drained at a stop the patcher consumed: the watch pc's int3 may be due now.
+    // True when it changed (the thread is then planned anew rather than resumed as it was).
+    virtual bool exact_stop_changed() = 0;
     // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
     // condition holds)? False: the instruction there is executed as any other.
     virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
@@ -142,6 +149,10 @@ class BranchStepper {
   // munmap failed.
   bool patch_release(pid_t tid);
   const PatchTracer* patcher() const { return patch_.get(); }
+  // tid runs through block patching (its branches come from its ring; budgets apply).
+  bool patch_counting(pid_t tid) const {
+    return patch_ && patch_->disabled_reason().empty() && tracer_->patch_traced(tid);
+  }
 
  private:
   FlowInsn insn_at(uint64_t addr);  // the instruction at addr as a FlowInsn (Trap if not flow)

@@ -193,6 +193,13 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
   bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
   bool non_stop_mode() const override { return non_stop_; }
+  bool exact_stop_at(uint64_t addr) const override { return interceptor_watch_ && addr == interceptor_watch_; }
+  uint64_t branch_budget(pid_t tid) override;
+  bool exact_stop_changed() override {
+    uint64_t before = interceptor_watch_;
+    sync_interceptor_watch();
+    return interceptor_watch_ != before;
+  }
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }

@@ -301,11 +301,26 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
   report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
 }
 
+// Counting through block patching, replay's watch int3 waits until this few branches are left
+// (each pass over it costs two stops; the ring's budget stops the thread short of it before).
+// Above what one engine stretch between two free runs can take.
+constexpr uint64_t kWatchMargin = 256;
+
+uint64_t LinuxProcess::branch_budget(pid_t tid) {
+  if (!interceptor_ || interceptor_watch_ || !interceptor_->watch_pc()) return 0;
+  uint64_t left = interceptor_->branches_before_watch(tid);
+  return left > kWatchMargin ? left - kWatchMargin : 1;  // 1: stop at once, the int3 is due
+}
+
 void LinuxProcess::sync_interceptor_watch() {
   uint64_t want = interceptor_ ? interceptor_->watch_pc() : 0;
+  if (want && stepper_.patch_counting(pid_) && interceptor_->branches_before_watch(pid_) > kWatchMargin) want = 0;
   if (want == interceptor_watch_) return;
   if (interceptor_watch_) (void)breakpoints_.remove(mem_, interceptor_watch_, BreakpointOwner::Internal);
   interceptor_watch_ = 0;
+  // Original code first: an int3 written over a patch would never be met (or break the jmp);
+  // and once it is gone, the sites it kept to int3s are patched again at the next free run.
+  stepper_.patch_suspend(nullptr);
   if (want && breakpoints_.insert(mem_, want, BreakpointOwner::Internal)) interceptor_watch_ = want;
 }
 

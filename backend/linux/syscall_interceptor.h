@@ -42,6 +42,10 @@ class SyscallInterceptor {
     std::string message;
   };
   virtual WatchVerdict at_watch_pc(pid_t /*tid*/) { return {}; }
+  // While watch_pc() is set: how many taken branches tid has left before the count it must
+  // reach pc at (1 when it is there or past it). Counting through block patching, the int3
+  // goes in only when few are left: the thread's ring stops it short of the count before.
+  virtual uint64_t branches_before_watch(pid_t /*tid*/) const { return 1; }
 };
 
 }  // namespace backend

@@ -1,8 +1,9 @@
 // The taken-branch count of each recorded or replayed thread: the "ticks" that place an event
-// (docs/record-replay.md). A coverage sink of the process's branch tracer (the software
-// engine runs the thread block by block and reports every taken branch, exactly, on any x86-64
-// machine): only counted, no history kept. record and replay count the same way, so equal
-// execution gives equal counts.
+// (docs/record-replay.md). A counting coverage sink of the process's branch tracer: the thread
+// runs through block patching (its ring drained at every stop, counted at once) where it can,
+// else the software engine runs it block by block; both see every taken branch, exactly, on
+// any x86-64 machine. No history is kept. Equal execution gives equal counts, whichever
+// counted.
 #pragma once
 
 #include <sys/types.h>
@@ -26,6 +27,12 @@ class BranchCounter final : public BranchSink {
     c.last = {from, to};
   }
   void thread_ended(pid_t /*tid*/, uint64_t /*pc*/) override {}
+  bool counts_only() const override { return true; }
+  void counted(pid_t tid, uint64_t n, Branch last) override {
+    Count& c = counts_[tid];
+    c.n += n;
+    c.last = {last.from, last.to};
+  }
   uint64_t count(pid_t tid) const {
     auto it = counts_.find(tid);
     return it == counts_.end() ? 0 : it->second.n;
@@ -50,5 +57,11 @@ class BranchCounter final : public BranchSink {
   };
   std::map<pid_t, Count> counts_;
 };
+
+// Counts tid's branches from here on, through block patching where the tracer's source allows.
+inline Result<void> start_counting(BranchTracer& tracer, BranchCounter& counter, pid_t tid) {
+  tracer.set_coverage_patching(true);
+  return tracer.start_coverage(&counter, {tid});
+}
 
 }  // namespace backend::replay

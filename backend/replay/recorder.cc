@@ -264,8 +264,7 @@ int Recorder::on_signal(int sig) {
 // Drives the program to its end, delivering the signals it gets; false when something was refused
 // (the program is killed then).
 bool run(Process& process, Recorder& recorder, TraceHeader& header) {
-  if (auto on = process.tracer().start_coverage(&recorder.counter(), {process.pid()}); !on)
-    return false;
+  if (auto on = start_counting(process.tracer(), recorder.counter(), process.pid()); !on) return false;
   ResumePlan plan;
   plan.others = ResumeAction{ResumeKind::Continue, 0};
   if (!process.resume(plan)) return false;
@@ -327,11 +326,16 @@ int record(const RecordOptions& options) {
   launch.startup_with_shell = false;  // the shell would add to the environment and exec twice
   launch.disable_randomization = true;
   launch.trap_tsc = true;
-  // An ordinary inferior, as replay's: the same engine counts the branches in both.
+  // An ordinary inferior, as replay's: its branches are counted the same way in both.
   auto process = LinuxProcess::launch_process(launch);
   if (!process) {
     std::fprintf(stderr, "branchstub record: %s\n", process.error().message.c_str());
     return kCannotRecord;
+  }
+  if (options.source != TraceSource::Auto) {  // --btrace-source=soft: the engine counts alone
+    ProcessSettings settings;
+    settings.trace_source = options.source;
+    (*process)->configure(settings);
   }
   pid_t pid = (*process)->pid();
   TraceHeader header;

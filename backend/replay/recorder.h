@@ -8,11 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "backend/btrace/branch_tracer.h"
+
 namespace backend::replay {
 
 struct RecordOptions {
   std::string dir;                // "": a new directory under default_trace_root()
   std::vector<std::string> argv;  // PROG ARGS...
+  // What counts the branches (--btrace-source): auto/patch, block patching where it works;
+  // soft, the software engine alone (a stop per block).
+  TraceSource source = TraceSource::Auto;
 };
 
 // Where traces go by default: $BRANCHSTUB_TRACE_DIR, else $XDG_DATA_HOME/branchstub, else

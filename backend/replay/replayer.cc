@@ -70,7 +70,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   Verdict syscall_exit(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   BranchCounter& counter() { return counter_; }
-  void tracer_replaced(BranchTracer& tracer) override { (void)tracer.start_coverage(&counter_, {pid_}); }
+  void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
   // The next event is a signal that arrived in the program's code: the thread stops at its pc.
   uint64_t watch_pc() const override {
     const TraceEvent* n = next();
@@ -78,6 +78,11 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     return in_code && diverged_.empty() && !signal_sent_ ? n->pc : 0;
   }
   WatchVerdict at_watch_pc(pid_t tid) override;
+  uint64_t branches_before_watch(pid_t) const override {
+    const TraceEvent* n = next();
+    uint64_t seen = counter_.count(pid_);
+    return n && n->branches > seen ? n->branches - seen : 1;
+  }
 
  private:
   // The event's branch count against the thread's: a divergence message, or "" when equal.
@@ -262,6 +267,10 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
     case ReplayAs::Execute:
     case ReplayAs::SignalSelf:
       if (got != e->result) mismatch = fmt::format("it returned {:#x} in replay, {:#x} when recorded", got, e->result);
+      // What it reported back is the recording's (rt_sigaction's old action: the replay server
+      // may have inherited other dispositions than the recorder).
+      for (const auto& w : e->writes)
+        if (auto bytes = trace_->bytes(w); mismatch.empty() && bytes) (void)mem_.write(w.addr, *bytes);
       break;
     case ReplayAs::ExecuteAnyResult:
       out.rax = static_cast<uint64_t>(e->result);
@@ -356,8 +365,8 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   auto facts = prepare_exec(pid, h.at_random);
   if (!facts) return facts.error();
   auto replayer = std::make_unique<Replayer>(std::move(trace), pid);
-  // The thread's taken branches, counted as record counted them (the software engine).
-  if (auto on = (*process)->tracer().start_coverage(&replayer->counter(), {pid}); !on) return on.error();
+  // The thread's taken branches, counted as record counted them.
+  if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid); !on) return on.error();
   ReplayStart start;
   start.clock = replayer.get();
   (*process)->set_syscall_interceptor(std::move(replayer));
@@ -370,7 +379,7 @@ Result<ReplayStart> continue_replay(pid_t copy, const ReplayState& state) {
   if (!saved) return Error{EINVAL, "not a replay's state"};
   auto process = LinuxProcess::adopt_stopped_child(copy);
   auto replayer = saved->replayer->copy_for(copy);
-  if (auto on = process->tracer().start_coverage(&replayer->counter(), {copy}); !on) return on.error();
+  if (auto on = start_counting(process->tracer(), replayer->counter(), copy); !on) return on.error();
   ReplayStart start;
   start.clock = replayer.get();
   process->set_syscall_interceptor(std::move(replayer));

@@ -190,7 +190,10 @@ def test_timer_signals_in_a_busy_loop_replay(procs, tmp_path, input_file):
     assert p.returncode != 125, p.stderr  # the program's own status otherwise
     rec = printed(p.stdout.decode())
     alarms = rec["alarms"].split(",")
-    assert len(alarms) == 3 and len(set(alarms)) == 3, rec
+    # Counted through block patching the loop runs at native speed between stops: a timer that
+    # fires again while the recorder is slow over the first handler's return (a loaded
+    # machine) lands at the same index, right after rt_sigreturn (still in the loop's code).
+    assert len(alarms) == 3 and alarms == sorted(alarms, key=int), rec
     replays_alarms(procs, trace, alarms)
 
 

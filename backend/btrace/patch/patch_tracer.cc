@@ -71,7 +71,15 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
   // Between a syscall's entry and exit stops nothing may be injected (a single step there
   // finishes the syscall): the engine runs it to its exit stop first.
   if (t.in_syscall) return false;
-  if (!tracer_->patch_traced(t.tid) || watch_stepping || vfork_pending_ || t.tid == in_syscall_tid_) {
+  // From a syscall's exit stop the thread goes on through the patches when nothing needs to be
+  // injected (every mapping in place, its pc explored): a system call costs its two stops, not
+  // the patches out and in again.
+  bool from_syscall = t.tid == in_syscall_tid_;
+  if (from_syscall && at_syscall_stop_ && installed_ && !maps_changed_ && visited_.count(pc_of(t.tid))) {
+    auto it = rings_.find(t.tid);
+    from_syscall = it == rings_.end() || !it->second.gs_set;
+  }
+  if (!tracer_->patch_traced(t.tid) || watch_stepping || vfork_pending_ || from_syscall) {
     if (installed_) suspend(&t);
     return false;
   }
@@ -92,6 +100,7 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
     if (!all_stopped()) return false;
     // Once per free run: modules loaded or unloaded since the last one (dlopen/dlclose).
     (void)sync_regions();
+    maps_changed_ = false;
     if (!install_all(t.tid)) return false;
   }
   Ring* ring = ring_for(t.tid);
@@ -103,10 +112,23 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
     disable("the program uses the gs base", &t);
     return false;
   }
+  // Empty again, with the room the budget gives now (never under a thread inside a stub: it
+  // may hold the head it read).
+  uint64_t at = pc_of(t.tid), in_stub = 0;
+  if (!stub_at(at, &in_stub)) {
+    drain(t.tid, *ring, &t);
+    restart(t.tid, *ring);
+  }
   uint64_t pc = pc_of(t.tid);
   Region* r = region_of(pc);
   uint64_t base = 0;
   if (!r) return stub_at(pc, &base) != nullptr;  // put into a stub by install_all: it runs on
+  // Stopped inside a planned patch's bytes (an int3 or a step there: replay's watch pc, a
+  // client breakpoint): made a block start, that block end would stay an int3 site for good.
+  // From the stub's copy where the patch is in; else the engine runs to the block's end.
+  if (auto s = sites_.lower_bound(pc); s != sites_.end() && s->second.planned && s->second.patchable &&
+                                        s->second.begin < pc && pc < s->second.end)
+    return s->second.installed == Installed::Patch && enter_stub(t.tid, pc);
   concurrent_ = rings_.size() > 1;  // instrument() asks all_stopped() only when it writes code
   instrument(t.tid, pc);
   concurrent_ = false;

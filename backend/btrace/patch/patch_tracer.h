@@ -113,8 +113,14 @@ class PatchTracer {
   std::vector<std::pair<uint64_t, uint64_t>> areas() const;
   // Whether addr lies in one of the areas above.
   bool in_areas(uint64_t addr) const;
-  // Hardware execution breakpoints (Z1): a patch over one would hide it, like an int3's.
+  // Hardware execution breakpoints (Z1), and internal int3s a thread must meet (replay's watch
+  // pc): a patch over one would hide it, like a client int3's.
   void set_hardware_breakpoints(std::function<bool(uint64_t)> at) { hw_break_at_ = std::move(at); }
+  // How many more ring entries a thread may write before it must stop (0: no limit), asked
+  // whenever its ring starts again (after each drain, before each free run): replay stops the
+  // thread short of a recorded branch count this way (its ring gets only that much room before
+  // the guard page), then meets the event's pc with an int3.
+  void set_branch_budget(std::function<uint64_t(pid_t)> budget) { budget_ = std::move(budget); }
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
   // its own (its branches are dropped); where that fails the patches come out.
   void untraced_run(PatchThread t);
@@ -174,6 +180,7 @@ class PatchTracer {
   // One thread's ring: [head word page][ring][PROT_NONE guard page], mapped in the program.
   struct Ring {
     uint64_t head_addr = 0, begin = 0, end = 0;
+    uint64_t first = 0;                // where the entries since the last drain begin (begin, or less room)
     uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
     std::optional<Branch> last;        // drained while its PatchThread was not at hand: its cursor
@@ -195,6 +202,7 @@ class PatchTracer {
   Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
   uint64_t head_of(const Ring& r) const;  // 0: unreadable
   bool set_head(Ring& r, uint64_t head);
+  void restart(pid_t tid, Ring& r);   // empty again (drained), with the room the branch budget allows
   bool set_gs(pid_t tid, Ring& r, bool ours);
 
   // patch_tracer_explore.cc
@@ -266,6 +274,7 @@ class PatchTracer {
   BlockCache& code_;
   std::unique_ptr<TraceManager>& tracer_;
   std::function<bool(uint64_t)> hw_break_at_;
+  std::function<uint64_t(pid_t)> budget_;
   patch::Disassembler dis_;
   patch::AreaWrites writes_;
   patch::CodeWrites code_writes_;
@@ -275,12 +284,15 @@ class PatchTracer {
   bool installed_ = false;
   bool vfork_pending_ = false;  // a vfork child shares the memory (vfork event seen, vforkdone not yet)
   pid_t in_syscall_tid_ = 0;    // the thread whose last stop was a ptrace event or syscall stop
+  bool at_syscall_stop_ = false;  // that stop was a syscall stop (no event)
+  bool maps_changed_ = false;     // a mapping call (mmap, mprotect...) ran since the last install
   std::string disabled_;
   std::string private_why_;
   std::vector<Region> regions_;
   // The data page: an executable `syscall` only the server runs (system calls injected while
   // other threads run). The table of instrumented block starts: an area of its own.
   uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, table_size_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  uint64_t ring_hint_ = 0;                   // where the next new ring is asked for (after the table)
   uint64_t name_ = 0;                        // in the data page: the shared areas' name
   std::vector<patch::SharedView> ring_views_;  // the shared rings (Ring::view points into them)
   std::map<pid_t, Ring> rings_;              // by thread

@@ -125,6 +125,10 @@ Result<void> PatchTracer::setup(pid_t tid) {
     table_addr_ = static_cast<uint64_t>(*m);
     writes_.add_area(table_addr_, table_addr_ + table_size_, true);
   }
+  // Rings follow the table, away from the modules too: asked for anywhere, the kernel would put
+  // them where the program's next mmap goes, and move it (a replay must see it where it was
+  // recorded, whenever its rings are mapped). A free page between areas keeps them apart.
+  ring_hint_ = hint ? hint + kPage + table_size_ + kPage : 0;
   table_mask_ = kTableSlots - 1;
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
@@ -201,13 +205,15 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
   } else {
     uint64_t size = kPage + ring_bytes_ + kPage;
     if (!flush_all()) return nullptr;
-    if (auto shared = map_shared(tid, 0, false, size, PROT_READ | PROT_WRITE)) {
+    uint64_t at = ring_hint_;
+    if (ring_hint_) ring_hint_ += size + kPage;
+    if (auto shared = map_shared(tid, at, false, size, PROT_READ | PROT_WRITE)) {
       r.head_addr = shared->addr;
       r.view = shared->view.data();
       ring_views_.push_back(std::move(shared->view));
     } else {
       auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                     {0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
+                                     {at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
                                      scratch_);
       if (!m || failed(*m)) return nullptr;
       r.head_addr = static_cast<uint64_t>(*m);
@@ -217,6 +223,7 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
     auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {r.end, kPage, PROT_NONE, 0, 0, 0}, scratch_);
     if (!g || *g != 0) return nullptr;
   }
+  r.first = r.begin;
   if (!set_head(r, r.begin)) return nullptr;
   r.gs_set = false;
   r.last.reset();
@@ -239,6 +246,13 @@ bool PatchTracer::set_head(Ring& r, uint64_t head) {
   std::memcpy(bytes, &head, 8);
   auto w = mem_.write(r.head_addr, bytes);
   return w && *w == 8;
+}
+
+void PatchTracer::restart(pid_t tid, Ring& r) {
+  uint64_t room = budget_ ? budget_(tid) : 0;
+  r.first = r.begin;
+  if (room && room < (r.end - r.begin) / 4) r.first = r.end - room * 4;  // entries are 4 bytes or more
+  (void)set_head(r, r.first);
 }
 
 // Points tid's gs base at its ring's head (ours) or back to 0. A gs base that is neither 0 nor

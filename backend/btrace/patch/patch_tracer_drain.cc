@@ -12,13 +12,13 @@ namespace backend {
 size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   if (!ready_) return 0;
   uint64_t head = head_of(r);
-  if (head <= r.begin || head > r.end) return 0;
+  if (head <= r.first || head > r.end) return 0;
   // A shared ring is read where it lies; another one copied first.
-  const uint8_t* buf = r.view ? r.view + (r.begin - r.head_addr) : nullptr;
-  size_t bytes = head - r.begin;
+  const uint8_t* buf = r.view ? r.view + (r.first - r.head_addr) : nullptr;
+  size_t bytes = head - r.first;
   if (!buf) {
     drain_buf_.resize(bytes);
-    auto got = mem_.read(r.begin, drain_buf_);
+    auto got = mem_.read(r.first, drain_buf_);
     if (!got) return 0;
     bytes = *got;
     buf = drain_buf_.data();
@@ -106,7 +106,11 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
     if (n++ >= skip) keep(word, e, to);
   }
   tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
-  (void)set_head(r, r.begin);
+  tracer_->record_count(tid, count, last);
+  // The head stays: a thread stopped inside a stub between reading it and writing it back
+  // (an asynchronous stop) goes on with the value it read. Only a full ring (whose store is
+  // made again from the start) and a thread at rest start the ring again (restart()).
+  r.first += end;
   stats_.drained += count;
   if (count && t) {
     t->cursor.block_start = last.to;

@@ -56,7 +56,8 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
       auto addr = reinterpret_cast<uint64_t>(si.si_addr);
       if (addr >= ring.end && addr < ring.end + kPage) {  // the ring filled up on the way out
         drain(tid, ring, nullptr);
-        regs.rax = ring.begin;
+        restart(tid, ring);
+        regs.rax = ring.first;
         ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
         ++stats_.ring_full;
         continue;
@@ -91,8 +92,17 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
   // and put the stale rax back. The next run from such a stop goes without patches.
   if (WIFSTOPPED(status)) {
     int event = status >> 16;
-    if (event != 0 || WSTOPSIG(status) == (SIGTRAP | 0x80)) in_syscall_tid_ = t.tid;
-    else if (in_syscall_tid_ == t.tid) in_syscall_tid_ = 0;
+    if (event != 0 || WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+      in_syscall_tid_ = t.tid;
+      at_syscall_stop_ = event == 0;
+      if (at_syscall_stop_) {  // modules may come or go: the regions are read again at the next install
+        errno = 0;
+        long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
+        if (errno || nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_mremap) maps_changed_ = true;
+      }
+    } else if (in_syscall_tid_ == t.tid) {
+      in_syscall_tid_ = 0;
+    }
     // A vfork child runs in this memory until it exits or execs (its parent's vforkdone): no
     // patch may go back in meanwhile.
     if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_VFORK) vfork_pending_ = true;
@@ -161,14 +171,20 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
     const StubInfo* info = stub_at(regs.rip, &base);
     if (info && addr >= ring.end && addr < ring.end + kPage &&
         std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end()) {
-      regs.rax = ring.begin;  // drained above: the store starts the ring again
+      restart(t.tid, ring);  // drained above: the store starts the ring again
+      regs.rax = ring.first;
       ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
       ++stats_.ring_full;
       return StopKind::Consumed;
     }
   }
-  // A signal for the program: it is seen at an original address.
+  // A signal for the program: it is seen at an original address. Stepping out of a stub stops
+  // the thread again (a step trap, a full ring): the signal's own siginfo is put back for its
+  // delivery (and for whoever reads it at this stop: replay records it).
+  siginfo_t si{};
+  bool have_info = ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si) == 0 && si.si_signo == sig;
   normalize(t.tid, ring);
+  if (have_info) ::ptrace(PTRACE_SETSIGINFO, t.tid, nullptr, &si);
   drain(t.tid, ring, &t);
   return StopKind::None;
 }

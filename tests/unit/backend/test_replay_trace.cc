@@ -178,9 +178,22 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   CHECK(clone.why.find("clone") != std::string::npos);
   CHECK(clone.why.find("thread") != std::string::npos);
   CHECK(syscall_policy(SYS_execve, none, 1).as == ReplayAs::Refuse);
-  auto unknown = syscall_policy(SYS_socket, none, 1);
+  auto unknown = syscall_policy(SYS_accept, none, 1);
   CHECK(unknown.as == ReplayAs::Refuse);
-  CHECK(unknown.why.find("socket") != std::string::npos);
+  CHECK(unknown.why.find("accept") != std::string::npos);
+  // ls -l and gzip -c: emulated; a local socket made again, any other refused.
+  CHECK(syscall_policy(SYS_statfs, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_lgetxattr, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_getxattr, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_fadvise64, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_connect, none, 1).as == ReplayAs::Emulate);
+  uint64_t unix_socket[6] = {1, 0x80801, 0};
+  CHECK(syscall_policy(SYS_socket, unix_socket, 1).as == ReplayAs::Execute);
+  uint64_t inet_socket[6] = {2, 1, 0};
+  auto inet = syscall_policy(SYS_socket, inet_socket, 1);
+  CHECK(inet.as == ReplayAs::Refuse);
+  CHECK(inet.why.find("local sockets") != std::string::npos);
+  CHECK(syscall_name(SYS_lgetxattr) == "lgetxattr");
   CHECK(syscall_policy(999, none, 1).why.find("syscall 999") != std::string::npos);
   uint64_t self_kill[6] = {77, 10};
   CHECK(syscall_policy(SYS_kill, self_kill, 77).as == ReplayAs::SignalSelf);
@@ -222,6 +235,44 @@ TEST_CASE("syscall table: the memory each syscall writes") {
   CHECK(w[0].length == 4);
   CHECK(w[1].addr == 0x8000);
   CHECK(w[1].length == 6);
+}
+
+TEST_CASE("syscall table: memory of the rows ls -l and gzip -c need") {
+  auto no_read = [](uint64_t, void*, size_t) { return false; };
+  uint64_t sf[6] = {0x1000, 0x2000};
+  auto w = written_ranges(SYS_statfs, sf, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x2000);
+  CHECK(w[0].length == 120);
+  CHECK(written_ranges(SYS_fstatfs, sf, 0, no_read).size() == 1);
+  CHECK(written_ranges(SYS_statfs, sf, -2, no_read).empty());
+  // lgetxattr(path, name, value, size): the value's bytes, only with a buffer.
+  uint64_t xa[6] = {0x1000, 0x1100, 0x3000, 255};
+  w = written_ranges(SYS_lgetxattr, xa, 28, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x3000);
+  CHECK(w[0].length == 28);
+  uint64_t xa_len[6] = {0x1000, 0x1100, 0, 0};
+  CHECK(written_ranges(SYS_getxattr, xa_len, 28, no_read).empty());  // the length only
+  CHECK(written_ranges(SYS_lgetxattr, xa, -61, no_read).empty());     // ENODATA
+  uint64_t lx[6] = {0x1000, 0x4000, 64};
+  w = written_ranges(SYS_llistxattr, lx, 17, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 17);
+  // rt_sigaction(sig, act, oldact, 8): the old action (32 bytes), put back after it runs again.
+  uint64_t sa[6] = {2, 0x1000, 0x5000, 8};
+  w = written_ranges(SYS_rt_sigaction, sa, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x5000);
+  CHECK(w[0].length == 32);
+  uint64_t sa_no_old[6] = {2, 0x1000, 0, 8};
+  CHECK(written_ranges(SYS_rt_sigaction, sa_no_old, 0, no_read).empty());
+  uint64_t pm[6] = {0, 0x1000, 0x6000, 8};
+  w = written_ranges(SYS_rt_sigprocmask, pm, 0, no_read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 8);
+  uint64_t adv[6] = {3, 0, 0, 2};
+  CHECK(written_ranges(SYS_fadvise64, adv, 0, no_read).empty());
 }
 
 #include "backend/replay/branch_counter.h"

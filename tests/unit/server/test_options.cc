@@ -243,6 +243,14 @@ TEST_CASE("record and replay commands, a program named record after COMM is a pr
   CHECK(plain.record_dir.empty());
   CHECK(std::holds_alternative<EarlyExit>(parse({"record"})));
   CHECK(std::holds_alternative<EarlyExit>(parse({"record", "--bogus", "prog"})));
+  // What counts the branches: patch (auto) or the software engine alone.
+  auto soft = std::get<ServerOptions>(parse({"record", "--btrace-source=soft", "-o", "d", "prog", "--btrace-source=x"}));
+  CHECK(soft.btrace_source == "soft");
+  CHECK(soft.record_dir == "d");
+  CHECK(soft.program == std::vector<std::string>{"prog", "--btrace-source=x"});
+  CHECK(std::get<ServerOptions>(parse({"record", "--btrace-source=patch", "prog"})).btrace_source == "patch");
+  CHECK(std::get<ServerOptions>(parse({"record", "prog"})).btrace_source == "auto");
+  CHECK(std::holds_alternative<EarlyExit>(parse({"record", "--btrace-source=bts", "prog"})));
 
   auto rp = std::get<ServerOptions>(parse({"replay", "--once", ":2345", "/tmp/t"}));
   CHECK(rp.replay_dir == std::optional<std::string>("/tmp/t"));

@@ -1,0 +1,113 @@
+"""branchstub record / replay counting branches through block patching (docs/record-replay.md,
+"Branch counts"): the count is the thread's taken branches whichever mechanism counted them,
+so a recording made with the software engine (--btrace-source=soft) replays under block
+patching and the other way round, every event at its recorded count, with the program's own
+mmaps where they were recorded (the patch source's areas are kept out of their way); a timer
+signal in a busy loop recorded at native speed replays at its count; `gzip -c` and `ls -l`,
+the issue's benchmark programs, record and replay under GDB."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import SERVER, gdb_remote, inferior
+
+pytestmark = pytest.mark.branchstub_only
+
+PROG = inferior("replay_prog")
+
+
+def record(tmp_path, argv, name, source=None, timeout=120, preexec_fn=None):
+    trace = tmp_path / name
+    extra = ["--btrace-source=" + source] if source else []
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    p = subprocess.run([SERVER, "record", "-o", str(trace)] + extra + argv, capture_output=True, timeout=timeout,
+                       env=env, cwd=str(tmp_path), preexec_fn=preexec_fn)
+    assert b"trace in" in p.stderr, p.stderr
+    return p, trace
+
+
+def replay(procs, trace, prog, cmds, source=None, timeout=120):
+    """cmds, then a `continue` more: the recorded end holds the program once (reverse execution
+    can start there), the next continue lets it end."""
+    extra = ["--btrace-source=" + source] if source else []
+    srv = procs.server(["replay", "--once"] + extra + ["{COMM}", str(trace)])
+    r = gdb_remote(srv, list(cmds) + ["continue"], prog=prog, timeout=timeout)
+    assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+    return r
+
+
+def printed(text):
+    return dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+
+
+@pytest.fixture
+def input_file(tmp_path):
+    f = tmp_path / "input.txt"
+    f.write_text("recorded-input-42\n")
+    return f
+
+
+@pytest.mark.parametrize("recorded_with,replayed_with", [("soft", None), (None, "soft")])
+def test_counts_do_not_depend_on_the_counter(procs, tmp_path, input_file, recorded_with, replayed_with):
+    p, trace = record(tmp_path, [PROG, str(input_file)], "t", recorded_with)
+    rec = printed(p.stdout.decode())
+    r = replay(procs, trace, PROG, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                                    "print pid", "print random_value", "continue"], replayed_with)
+    assert "$1 = %s" % rec["pid"] in r.out, r
+    assert "$2 = %s" % rec["random"] in r.out, r
+    assert re.search(r"exited with code 0?\d+\]", r.out), r
+
+
+def test_busy_loop_signals_recorded_by_the_engine_replay_through_patches(procs, tmp_path, input_file):
+    """Signals in the program's code, recorded by the software engine (few loop iterations),
+    replayed through block patching: the int3 at their pc goes in near their count."""
+    p, trace = record(tmp_path, [PROG, str(input_file), "busy"], "t", "soft")
+    alarms = printed(p.stdout.decode())["alarms"].split(",")
+    r = replay(procs, trace, PROG, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                                    "print alarm_at", "continue"])
+    assert "$1 = {%s}" % ", ".join(alarms) in r.out, (alarms, r)
+
+
+def test_record_refuses_other_counters(tmp_path, input_file):
+    p = subprocess.run([SERVER, "record", "--btrace-source=bts", PROG, str(input_file)], capture_output=True,
+                       timeout=30)
+    assert p.returncode == 1 and b"unknown option --btrace-source=bts" in p.stderr, p.stderr
+
+
+def test_gzip_records_and_replays(procs, tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_text("".join("line %d of the data that gzip compresses\n" % i for i in range(20000)))
+    native = subprocess.run(["/bin/gzip", "-c", str(data)], capture_output=True, timeout=30)
+    p, trace = record(tmp_path, ["/bin/gzip", "-c", str(data)], "t")
+    assert p.returncode == 0 and p.stdout == native.stdout  # its output is the program's own
+    r = replay(procs, trace, "/bin/gzip", ["continue"])
+    assert "exited normally" in r.out, r
+
+
+def test_inherited_signal_dispositions_do_not_diverge(procs, tmp_path):
+    """gzip asks which of SIGINT, SIGHUP, SIGTERM... are ignored and handles only the others:
+    recorded with SIGINT ignored (a shell's background job), replayed by a server that has it
+    at its default, the program is told what it was told when recorded."""
+    import signal
+    data = tmp_path / "data.txt"
+    data.write_text("some text\n" * 100)
+    p, trace = record(tmp_path, ["/bin/gzip", "-c", str(data)], "t",
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert p.returncode == 0, p.stderr
+    r = replay(procs, trace, "/bin/gzip", ["continue"])
+    assert "exited normally" in r.out, r
+
+
+def test_ls_l_records_and_replays(procs, tmp_path):
+    d = tmp_path / "dir"
+    d.mkdir()
+    for i in range(20):
+        (d / ("file%d" % i)).write_text("x" * i)
+    os.symlink("file3", str(d / "link"))
+    native = subprocess.run(["/bin/ls", "-l", str(d)], capture_output=True, timeout=30)
+    p, trace = record(tmp_path, ["/bin/ls", "-l", str(d)], "t")
+    assert p.returncode == 0 and p.stdout == native.stdout, p.stderr
+    r = replay(procs, trace, "/bin/ls", ["continue"])
+    assert "exited normally" in r.out, r
