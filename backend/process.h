@@ -45,6 +45,9 @@ enum class StopKind {
   // A thread with the clone option made a new thread (child_pid: its tid), which is left
   // stopped, never run, until the client resumes it.
   Clone,
+  // A replay reached an end of its recorded history (resume_reverse at the first instruction,
+  // or forward at the program's recorded end): nothing further to run in that direction.
+  HistoryBegin, HistoryEnd,
 };
 
 enum class WatchType { Write, Read, Access };
@@ -91,6 +94,10 @@ struct ResumePlan {
 
 enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWatch };
 
+// Reverse execution (a replayed process only): back one instruction, or back to the last
+// breakpoint, watchpoint or signal stop before now.
+enum class ReverseKind { Step, Continue };
+
 struct ProcessSettings {
   // The branch source (--btrace-source); auto picks the best that works per thread.
   TraceSource trace_source = TraceSource::Auto;
@@ -120,6 +127,8 @@ class Process {
   static Result<std::unique_ptr<Process>> attach(pid_t pid);
 
   virtual pid_t pid() const = 0;
+  // The pid the system knows it by (/proc): a replay's pid() is the recorded one.
+  virtual pid_t os_pid() const { return pid(); }
   virtual bool was_attached() const = 0;           // qAttached: 1 attached, 0 launched
   virtual bool alive() const = 0;                  // false after exit/kill reported
   // The process exited (or was killed) while it was being paused for another process's event:
@@ -145,6 +154,12 @@ class Process {
   virtual bool wants_poll() const { return false; }
   // stepbranch on one thread (others stay stopped); result comes through poll_events().
   virtual Result<void> step_branch(pid_t tid, uint32_t count) = 0;
+  // Runs tid backwards (backend/replay/replay_process.h); the stop comes through
+  // poll_events(), a HistoryBegin one at the start of the recording. Only a replay can.
+  virtual bool can_reverse() const { return false; }
+  virtual Result<void> resume_reverse(pid_t /*tid*/, ReverseKind /*kind*/) {
+    return Error{EOPNOTSUPP, "Target does not support this operation."};
+  }
 
   // ---- non-stop ----
   // Non-stop: resume() resumes the threads the plan names (or, with `others`, every stopped

@@ -16,6 +16,7 @@ std::string_view capability_name(Capability c) {
     case Capability::ThreadEvents: return "thread-events";
     case Capability::ThreadOptions: return "thread-options";
     case Capability::StepBranch: return "stepbranch";
+    case Capability::Reverse: return "reverse";
     case Capability::ConditionalBreakpoints: return "conditional-breakpoints";
     case Capability::BreakpointCommands: return "breakpoint-commands";
     case Capability::Count: break;

@@ -25,6 +25,7 @@ enum class Capability : uint8_t {
   ThreadEvents,    // QThreadEvents: thread creation/exit stops
   ThreadOptions,   // QThreadOptions (GDB 15): per-thread clone and exit events
   StepBranch,      // stepbranch, stepbranch:N (branchstub's)
+  Reverse,         // bc, bs: reverse execution (a replay)
   ConditionalBreakpoints,  // Z0/Z1 ;X conditions evaluated in the server
   BreakpointCommands,      // Z0/Z1 ;cmds: run in the server (dprintf-style agent)
   Count

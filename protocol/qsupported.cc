@@ -116,6 +116,8 @@ constexpr Row kRows[] = {
     {"QThreadEvents+", Capability::ThreadEvents, always, "QThreadEvents:0"},
     {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
     {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},
+    {"ReverseContinue+", Capability::Reverse, always, "bc"},
+    {"ReverseStep+", Capability::Reverse, always, "bs"},
 };
 
 }  // namespace

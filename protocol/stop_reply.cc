@@ -66,6 +66,12 @@ void append_reason(std::string& out, const StopReply& stop, const Dialect& d) {
     case StopReason::ThreadCreated:
       out += "create:;";
       break;
+    case StopReason::HistoryBegin:
+      out += "replaylog:begin;";
+      break;
+    case StopReason::HistoryEnd:
+      out += "replaylog:end;";
+      break;
     case StopReason::Signal:
     case StopReason::SingleStep:
       break;

@@ -22,6 +22,9 @@ enum class StopReason {
   SyscallEntry, SyscallReturn,
   ThreadCreated,  // QThreadEvents: a new thread, stopped at its first instruction ("create:;")
   Clone,          // QThreadOptions clone option: the thread made a new one, left stopped ("clone:<id>;")
+  // A replay has no more history that way ("replaylog:begin;" / "replaylog:end;"): GDB says
+  // "No more reverse-execution history.", LLDB 21 stops at a history boundary.
+  HistoryBegin, HistoryEnd,
 };
 
 // One stop, in terms the wire understands (signal already in GDB numbering).

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "protocol/fileio.h"
@@ -23,7 +25,27 @@ HostIo::~HostIo() {
   for (auto& [client, host] : fds_) ::close(host);
 }
 
-std::string HostIo::resolve(const std::string& path) const {
+std::string HostIo::os_proc_path(const std::string& path) const {
+  std::string out;
+  size_t at = 0;
+  for (const char* word : {"/proc/", "/task/"}) {
+    size_t len = std::strlen(word);
+    if (path.compare(at, len, word) != 0) break;
+    size_t end = std::min(path.find('/', at + len), path.size());
+    std::string number = path.substr(at + len, end - at - len);
+    if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) break;
+    int os = os_pid_(std::stoi(number));
+    out += word + std::to_string(os > 0 ? os : std::stoi(number));
+    at = end;
+  }
+  return out.empty() ? path : out + path.substr(at);
+}
+
+std::string HostIo::resolve(const std::string& given) const {
+  std::string path = given;
+  // /proc/PID/... (and /proc/PID/task/TID/...) of a process known by another pid to the client
+  // (a replay's recorded one).
+  if (os_pid_ && path.rfind("/proc/", 0) == 0) path = os_proc_path(path);
   // A process's filesystem view; the same as ours unless it lives in another mount namespace.
   if (fs_pid_ == 0 || path.empty() || path[0] != '/') return path;
   return "/proc/" + std::to_string(fs_pid_) + "/root" + path;
@@ -31,6 +53,7 @@ std::string HostIo::resolve(const std::string& path) const {
 
 protocol::Reply HostIo::setfs(int pid) {
   if (pid < 0) return reply::FileError{EINVAL};
+  if (pid > 0 && os_pid_ && os_pid_(pid) > 0) pid = os_pid_(pid);
   if (pid != 0 && ::access(("/proc/" + std::to_string(pid) + "/root").c_str(), F_OK) != 0)
     return reply::FileError{errno};
   fs_pid_ = pid;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -19,6 +20,8 @@ class HostIo {
   HostIo& operator=(const HostIo&) = delete;
 
   void allow_writes(bool on) { allow_writes_ = on; }
+  // The system's pid of a process the client names (a replay's differs): setfs and /proc/PID/ paths.
+  void set_os_pid(std::function<int(int)> os_pid) { os_pid_ = std::move(os_pid); }
   // Each returns the complete reply: FileResult, FileError or FileData (the "F..." forms).
   protocol::Reply setfs(int pid);
   protocol::Reply open(const std::string& path, int fileio_flags, int mode);
@@ -33,9 +36,11 @@ class HostIo {
 
  private:
   std::string resolve(const std::string& path) const;  // applies setfs (a process's root)
+  std::string os_proc_path(const std::string& path) const;
   std::map<int, int> fds_;  // client fd -> host fd
   int next_fd_ = 3;
   int fs_pid_ = 0;
+  std::function<int(int)> os_pid_;
   bool allow_writes_ = true;
 };
 

@@ -2,7 +2,7 @@
 #include "server/server.h"
 
 #include "backend/ptrace/launch.h"
-#include "backend/replay/replayer.h"
+#include "backend/replay/replay_process.h"
 
 namespace server {
 

@@ -9,6 +9,10 @@ namespace server {
 Session::Session(Server& server, std::unique_ptr<Transport> transport)
     : server_(server), transport_(std::move(transport)) {
   hostio_.allow_writes(server.options().allow_file_writes);
+  hostio_.set_os_pid([&server](int pid) {
+    auto* p = server.process_for(pid);
+    return p ? p->os_pid() : 0;
+  });
   dialect_.disabled = server.options().disabled_packets;
   if (auto* p = process()) general_thread_ = p->last_stop().tid;
 }
@@ -297,6 +301,8 @@ protocol::StopReply Session::describe_stop(const backend::StopEvent& event, bool
       stop.child_pid = event.pid;
       stop.child_tid = event.child_pid;
       break;
+    case StopKind::HistoryBegin: stop.reason = protocol::StopReason::HistoryBegin; stop.gdb_signal = 0; break;
+    case StopKind::HistoryEnd: stop.reason = protocol::StopReason::HistoryEnd; stop.gdb_signal = 0; break;
     default: stop.reason = protocol::StopReason::Signal; break;
   }
   if (stepbranch || event.kind == StopKind::StepBranch) {

@@ -151,7 +151,7 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
     ::dup2(2, 1);  // the program's output must not corrupt the protocol on our stdout
     // gdbserver says so, and GDB's testsuite (non-existing-program.exp) waits for these words.
     const char* said = "stdin/stdout redirected\n";
-    (void)!::write(2, said, std::strlen(said));
+    if (o.say_redirected) (void)!::write(2, said, std::strlen(said));
   }
   if (dir && ::chdir(dir) != 0) {
     const char* msg = "Cannot change to the working directory\n";

@@ -24,6 +24,7 @@ struct LaunchOptions {
   std::optional<std::string> working_dir;
   std::map<std::string, std::string> env_set;   // applied on top of the server's environment
   std::set<std::string> env_unset;
+  bool say_redirected = true;             // with stdio_is_protocol: say so (a replay restarted: once)
   bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
   bool trap_tsc = false;                  // PR_SET_TSC(PR_TSC_SIGSEGV) before exec: rdtsc faults (record/replay)
   bool exact_environment = false;         // env_set is the whole environment (replay: as recorded)

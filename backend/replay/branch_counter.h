@@ -16,16 +16,32 @@ namespace backend::replay {
 
 class BranchCounter final : public BranchSink {
  public:
-  void thread_started(pid_t tid, uint64_t /*pc*/) override { counts_.try_emplace(tid, 0); }
-  void branch(pid_t tid, uint64_t /*from*/, uint64_t /*to*/) override { ++counts_[tid]; }
+  struct Last {
+    uint64_t from = 0, to = 0;  // the thread's newest taken branch (0, 0: none yet)
+  };
+  void thread_started(pid_t tid, uint64_t /*pc*/) override { counts_.try_emplace(tid); }
+  void branch(pid_t tid, uint64_t from, uint64_t to) override {
+    Count& c = counts_[tid];
+    ++c.n;
+    c.last = {from, to};
+  }
   void thread_ended(pid_t /*tid*/, uint64_t /*pc*/) override {}
   uint64_t count(pid_t tid) const {
     auto it = counts_.find(tid);
-    return it == counts_.end() ? 0 : it->second;
+    return it == counts_.end() ? 0 : it->second.n;
+  }
+  // Reverse execution finds the instruction before a place from here (replay_process.cc).
+  Last last(pid_t tid) const {
+    auto it = counts_.find(tid);
+    return it == counts_.end() ? Last{} : it->second.last;
   }
 
  private:
-  std::map<pid_t, uint64_t> counts_;
+  struct Count {
+    uint64_t n = 0;
+    Last last;
+  };
+  std::map<pid_t, Count> counts_;
 };
 
 }  // namespace backend::replay

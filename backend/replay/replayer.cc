@@ -39,9 +39,16 @@ std::string describe(const TraceEvent& e) {
   return "?";
 }
 
-class Replayer final : public SyscallInterceptor {
+class Replayer final : public SyscallInterceptor, public ReplayClock {
  public:
-  Replayer(TraceReader trace, pid_t pid) : trace_(std::move(trace)), pid_(pid), mem_(pid) {}
+  Replayer(std::shared_ptr<const TraceReader> trace, pid_t pid) : trace_(std::move(trace)), pid_(pid), mem_(pid) {}
+
+  uint64_t branches() const override { return counter_.count(pid_); }
+  uint64_t events() const override { return cursor_; }
+  BranchCounter::Last last_branch() const override { return counter_.last(pid_); }
+  bool diverged() const override { return !diverged_.empty(); }
+  void hold_at_end(bool on) override { hold_at_end_ = on; }
+  bool held_at_end() const override { return held_at_end_; }
 
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
@@ -64,7 +71,7 @@ class Replayer final : public SyscallInterceptor {
     return fmt::format("{}: expected branch count {}, saw {}", describe(e), e.branches, seen);
   }
   const TraceEvent* next() const {
-    return cursor_ < trace_.events().size() ? &trace_.events()[cursor_] : nullptr;
+    return cursor_ < trace_->events().size() ? &trace_->events()[cursor_] : nullptr;
   }
   // The first divergence: said once, with the event's position; afterwards every syscall
   // stops again (the program cannot go on as recorded).
@@ -75,7 +82,7 @@ class Replayer final : public SyscallInterceptor {
   std::string divergence(const std::string& what) {
     if (!diverged_.empty()) return {};
     diverged_ = fmt::format("branchstub replay: divergence at event {} of {}: {}\n", cursor_,
-                            trace_.events().size(), what);
+                            trace_->events().size(), what);
     std::fputs(diverged_.c_str(), stderr);
     return diverged_;
   }
@@ -83,7 +90,7 @@ class Replayer final : public SyscallInterceptor {
     ::ptrace(PTRACE_POKEUSER, tid, offsetof(user_regs_struct, orig_rax), static_cast<long>(-1));
   }
 
-  TraceReader trace_;
+  std::shared_ptr<const TraceReader> trace_;
   pid_t pid_;
   ProcMemory mem_;
   BranchCounter counter_;
@@ -96,6 +103,8 @@ class Replayer final : public SyscallInterceptor {
   uint64_t scratch_ = 0;               // where a path was written below the stack
   std::vector<uint8_t> scratch_saved_;
   bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
+  bool hold_at_end_ = false;
+  bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
 };
 
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
@@ -138,7 +147,11 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
   for (int i = 0; same && i < syscall_arg_count(nr); ++i) same = e->args[i] == args[i];
   if (!same) return diverge(tid, "expected " + describe(*e) + ", saw " + seen);
   if (auto bad = count_mismatch(*e); !bad.empty()) return diverge(tid, bad);
-  as_ = syscall_policy(nr, args, trace_.header().pid).as;
+  if ((nr == SYS_exit || nr == SYS_exit_group) && hold_at_end_ && !held_at_end_) {
+    held_at_end_ = true;  // resumed from here, the entry goes on and the program ends
+    return {true, ""};
+  }
+  as_ = syscall_policy(nr, args, trace_->header().pid).as;
   saved_ = regs;
   current_ = e;
   user_regs_struct changed = regs;
@@ -151,7 +164,7 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
       }
       // An open of the trace's copy of a file the program maps, else of /dev/null: the
       // descriptor gets the recorded number and mmap finds the recorded bytes.
-      std::string path = e->mapped_file >= 0 ? trace_.file_copy_path(e->mapped_file) : "/dev/null";
+      std::string path = e->mapped_file >= 0 ? trace_->file_copy_path(e->mapped_file) : "/dev/null";
       scratch_ = (regs.rsp - 4096 - path.size() - 1) & ~uint64_t{15};
       scratch_saved_.assign(path.size() + 1, 0);
       (void)mem_.read(scratch_, scratch_saved_);
@@ -197,7 +210,7 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   switch (as_) {
     case ReplayAs::Emulate:
       for (const auto& w : e->writes) {
-        auto bytes = trace_.bytes(w);
+        auto bytes = trace_->bytes(w);
         if (!bytes || !mem_.write(w.addr, *bytes))
           mismatch = fmt::format("cannot put the recorded {} bytes at {:#x}", w.length, w.addr);
       }
@@ -251,7 +264,7 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
     }
     bool sent = e->args[1] == kSignalAtSyscallExit || e->args[1] == kSignalInCode;
     if (sent && !e->writes.empty()) {  // the recorded siginfo, not our tgkill's
-      if (auto info = trace_.bytes(e->writes.front()); info && info->size() == sizeof(siginfo_t))
+      if (auto info = trace_->bytes(e->writes.front()); info && info->size() == sizeof(siginfo_t))
         ::ptrace(PTRACE_SETSIGINFO, tid, nullptr, info->data());
     }
     signal_sent_ = false;
@@ -265,7 +278,7 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
 
 }  // namespace
 
-Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const LaunchOptions& base) {
+Result<std::shared_ptr<const TraceReader>> open_replay(const std::string& dir) {
   auto trace = TraceReader::open(dir);
   if (!trace) return trace.error();
   const TraceHeader& h = trace->header();
@@ -277,6 +290,11 @@ Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const Lau
     if (!hash || *hash != h.files[i].hash)
       return Error{EINVAL, fmt::format("the trace's copy of {} is damaged or gone.", h.files[i].path)};
   }
+  return std::shared_ptr<const TraceReader>(std::make_shared<TraceReader>(std::move(*trace)));
+}
+
+Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const LaunchOptions& base) {
+  const TraceHeader& h = trace->header();
   LaunchOptions launch = base;
   launch.argv = h.argv;
   launch.wrapper.clear();
@@ -296,11 +314,14 @@ Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const Lau
   pid_t pid = (*process)->pid();
   auto facts = prepare_exec(pid, h.at_random);
   if (!facts) return facts.error();
-  auto replayer = std::make_unique<Replayer>(std::move(*trace), pid);
+  auto replayer = std::make_unique<Replayer>(std::move(trace), pid);
   // The thread's taken branches, counted as record counted them (the software engine).
   if (auto on = (*process)->tracer().start_coverage(&replayer->counter(), {pid}); !on) return on.error();
+  ReplayStart start;
+  start.clock = replayer.get();
   (*process)->set_syscall_interceptor(std::move(replayer));
-  return std::unique_ptr<Process>(std::move(*process));
+  start.process = std::move(*process);
+  return start;
 }
 
 }  // namespace backend::replay

@@ -12,12 +12,38 @@
 
 #include "backend/error.h"
 #include "backend/process.h"
+#include "backend/replay/branch_counter.h"
+#include "backend/replay/trace_format.h"
+
+namespace backend {
+class LinuxProcess;
+}
 
 namespace backend::replay {
 
-// Starts DIR's program stopped at its first instruction, ready for a client. `base` gives the
-// server's stdio settings; everything else (arguments, environment, working directory) is the
-// recording's. Errors: no finished trace, a changed program or mapped file.
-Result<std::unique_ptr<Process>> launch_replay(const std::string& dir, const LaunchOptions& base);
+// How far a replay has come, for reverse execution (replay_process.h): read at a stop.
+class ReplayClock {
+ public:
+  virtual ~ReplayClock() = default;
+  virtual uint64_t branches() const = 0;            // the thread's taken branches so far
+  virtual uint64_t events() const = 0;              // trace events consumed so far
+  virtual BranchCounter::Last last_branch() const = 0;
+  virtual bool diverged() const = 0;
+  // Stop at the program's recorded exit (its exit_group's entry, the syscall not run) rather
+  // than let it end, once: a client can then run backwards from there.
+  virtual void hold_at_end(bool on) = 0;
+  virtual bool held_at_end() const = 0;
+};
+
+// Checks the trace directory (finished, program and mapped files unchanged) and reads it.
+Result<std::shared_ptr<const TraceReader>> open_replay(const std::string& dir);
+
+struct ReplayStart {
+  std::unique_ptr<LinuxProcess> process;
+  ReplayClock* clock = nullptr;  // owned by the process (its syscall interceptor)
+};
+// Starts the trace's program stopped at its first instruction. `base` gives the server's stdio
+// settings; everything else (arguments, environment, working directory) is the recording's.
+Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const LaunchOptions& base);
 
 }  // namespace backend::replay

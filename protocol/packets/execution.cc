@@ -161,6 +161,8 @@ constexpr PacketRow kRows[] = {
     {"stepbranch", false, p_stepbranch, Capability::StepBranch},
     {"Qbranchstub:stepbranch-next:", false, p_stepbranch_next, Capability::StepBranch},
     {"qbranchstub:stepbranch-last", true, make<StepBranchLast>, Capability::StepBranch},
+    {"bc", true, [](string_view) -> Request { return ReverseResume{false}; }, Capability::Reverse},
+    {"bs", true, [](string_view) -> Request { return ReverseResume{true}; }, Capability::Reverse},
     {"vKill;", false, p_kill},
     {"vRun;", false, p_vrun},
     {"vAttach;", false, p_vattach},

@@ -36,6 +36,7 @@ struct StepBranch { uint32_t count = 1; };                        // stepbranch[
 // stepbranch that the last stop ended did.
 struct StepBranchNext { ThreadId thread; uint32_t count = 1; std::optional<uint64_t> lifted_breakpoint; };
 struct StepBranchLast {};
+struct ReverseResume { bool step = false; };                      // bc / bs (thread from Hc)
 struct Kill { std::optional<int> pid; };                          // k / vKill;pid
 struct Detach { std::optional<int> pid; };                        // D / D;pid
 struct VRun { std::vector<std::string> argv; };                   // vRun;hex;hex..
@@ -43,6 +44,6 @@ struct VAttach { int pid = 0; };                                  // vAttach;pid
 struct Restart {};                                                // R<hex> (extended-remote)
 
 using ExecutionPackets = PacketList<VContQuery, VCont, LegacyResume, VCtrlC, VStopped, StepBranch,
-                                    StepBranchNext, StepBranchLast, Kill, Detach, VRun, VAttach, Restart>;
+                                    StepBranchNext, StepBranchLast, ReverseResume, Kill, Detach, VRun, VAttach, Restart>;
 
 }  // namespace protocol

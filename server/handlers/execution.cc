@@ -213,6 +213,22 @@ Reply handle(Session& s, const StepBranchLast&) {
   return reply::StepBranchSummary{false, e->pid, e->tid, e->branch_from, e->branch_to, mechanism};
 }
 
+// bc / bs: the thread of Hc (or the one last reported) backwards; a replay only (the packets
+// are listed and parsed only there). The stop reply follows as for any resume.
+Reply handle(Session& s, const ReverseResume& r) {
+  auto* p = s.process();
+  if (!p) return no_process();
+  if (!p->can_reverse()) return error_reply(EOPNOTSUPP, "Target does not support reverse execution.");
+  pid_t tid = s.continue_thread() > 0 && p->has_thread(s.continue_thread()) ? s.continue_thread() : s.general_thread();
+  s.begin_resume();
+  if (auto res = p->resume_reverse(tid, r.step ? backend::ReverseKind::Step : backend::ReverseKind::Continue); !res)
+    return error_reply(res.error());
+  if (!s.non_stop()) s.expect_stop();
+  s.server().resumed();
+  if (s.non_stop()) return reply::Ok{};
+  return reply::NoReply{};
+}
+
 Reply handle(Session& s, const Kill& k) {
   auto& server = s.server();
   if (k.pid) {  // vKill;pid: that process

@@ -66,6 +66,7 @@ Reply handle(Session&, const VStopped&);
 Reply handle(Session&, const StepBranch&);
 Reply handle(Session&, const StepBranchNext&);
 Reply handle(Session&, const StepBranchLast&);
+Reply handle(Session&, const ReverseResume&);
 Reply handle(Session&, const Kill&);
 Reply handle(Session&, const Detach&);
 Reply handle(Session&, const VRun&);

@@ -43,7 +43,8 @@ def input_file(tmp_path):
 def replay_values(procs, trace):
     srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     cmds = ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue"]
-    cmds += ["print %s" % GDB_NAMES[v] for v in VALUES] + ["continue"]
+    # The recorded end holds the program once (reverse execution can start there); then it ends.
+    cmds += ["print %s" % GDB_NAMES[v] for v in VALUES] + ["continue", "continue"]
     r = gdb_remote(srv, cmds, prog=PROG)
     got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
     assert len(got) == len(VALUES), r
@@ -83,6 +84,7 @@ def test_record_then_replay_twice_under_gdb(procs, tmp_path, input_file):
         assert got["file"].startswith('"recorded-input-42"'), r
         for v in ["time", "mono", "random", "pid", "tsc", "usr1"]:
             assert got[v] == rec[v], (v, r)
+        assert "No more reverse-execution history." in r.out, r
         assert re.search(r"exited with code 0?%o\]" % native, r.out) or \
             "exited with code %02d]" % native in r.out, r
         assert "divergence" not in r.out, r

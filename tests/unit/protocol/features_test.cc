@@ -138,6 +138,16 @@ TEST_CASE("qSupported reply", "[qsupported]") {
   CHECK(has(r2, "qXfer:auxv:read+"));
 }
 
+TEST_CASE("reverse execution is offered only with the capability (a replay)", "[qsupported]") {
+  Dialect gdb = negotiate(offer("qSupported:multiprocess+;swbreak+"));
+  Capabilities s;
+  CHECK_FALSE(has(format_qsupported(s, gdb), "ReverseContinue+"));
+  CHECK_FALSE(has(format_qsupported(s, gdb), "ReverseStep+"));
+  s.set(Capability::Reverse);
+  CHECK(has(format_qsupported(s, gdb), "ReverseContinue+"));
+  CHECK(has(format_qsupported(s, gdb), "ReverseStep+"));
+}
+
 TEST_CASE("qSupported lists target-side conditions and commands only with their capabilities", "[qsupported]") {
   Dialect d = negotiate(offer(kGdbOffer));
   Capabilities s;

@@ -60,6 +60,8 @@ const std::vector<OldRow>& old_table() {
       {"stepbranch", false, Capability::StepBranch},
       {"Qbranchstub:stepbranch-next:", false, Capability::StepBranch},
       {"qbranchstub:stepbranch-last", true, Capability::StepBranch},
+      {"bc", true, Capability::Reverse},
+      {"bs", true, Capability::Reverse},
       {"vKill;", false, Capability::Base},
       {"vRun;", false, Capability::Base},
       {"vAttach;", false, Capability::Base},
@@ -149,6 +151,8 @@ TEST_CASE("every packet name of the single table parses to the same request type
   as<StepBranch>("stepbranch:2");
   as<StepBranchNext>("Qbranchstub:stepbranch-next:1,1");
   as<StepBranchLast>("qbranchstub:stepbranch-last");
+  CHECK(as<ReverseResume>("bc").step == false);
+  CHECK(as<ReverseResume>("bs").step == true);
   as<Kill>("vKill;1");
   as<VRun>("vRun;2f");
   as<VAttach>("vAttach;1");

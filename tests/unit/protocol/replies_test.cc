@@ -67,6 +67,14 @@ TEST_CASE("GDB stop replies", "[replies]") {
   f.reason = StopReason::SyscallReturn;
   CHECK(format_stop_reply(f, gdb_dialect()).rfind("T05syscall_return:27;", 0) == 0);
 
+  // A replay's ends of history, signal 0 as rr sends them.
+  StopReply h = w;
+  h.gdb_signal = 0;
+  h.reason = StopReason::HistoryBegin;
+  CHECK(format_stop_reply(h, gdb_dialect()) == "T00replaylog:begin;thread:p14f2.14f2;");
+  h.reason = StopReason::HistoryEnd;
+  CHECK(format_stop_reply(h, gdb_dialect()) == "T00replaylog:end;thread:p14f2.14f2;");
+
   StopReply i = w;
   i.reason = StopReason::Signal;
   i.gdb_signal = 2;

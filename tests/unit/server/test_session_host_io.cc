@@ -10,9 +10,12 @@
 
 #include "protocol/fileio.h"
 #include "protocol/hex.h"
+#include "protocol/replies.h"
+#include "server/hostio.h"
 #include "tests/unit/server/session_harness.h"
 
 using fake::SessionHarness;
+using server::HostIo;
 
 namespace {
 
@@ -61,4 +64,26 @@ TEST_CASE("host io: qExecAndArgs says U while nothing was run") {
   SessionHarness h;
   h.gdb_handshake();
   CHECK(h.request("qExecAndArgs") == "U");
+}
+
+TEST_CASE("host io: /proc/PID paths of a process the client knows by another pid (a replay)") {
+  HostIo io;
+  const int self = static_cast<int>(::getpid());
+  const int recorded = 999999;  // no such process: the client's pid of the replay
+  io.set_os_pid([&](int pid) { return pid == recorded ? self : 0; });
+  std::string status = "/proc/" + std::to_string(recorded) + "/task/" + std::to_string(recorded) + "/status";
+  auto opened = io.open(status, 0 /* O_RDONLY in fileio */, 0);
+  auto* fd = std::get_if<protocol::reply::FileResult>(&opened);
+  REQUIRE(fd);
+  auto data = io.pread(static_cast<int>(fd->result), 4096, 0);
+  auto* bytes = std::get_if<protocol::reply::FileData>(&data);
+  REQUIRE(bytes);
+  std::string text(bytes->bytes.begin(), bytes->bytes.end());
+  CHECK(text.find("Pid:\t" + std::to_string(self) + "\n") != std::string::npos);
+  (void)io.close(static_cast<int>(fd->result));
+  // Other pids and other paths are left alone.
+  auto other = io.open("/proc/" + std::to_string(recorded) + "/status", 0, 0);
+  CHECK(std::holds_alternative<protocol::reply::FileResult>(other));
+  auto missing = io.open("/proc/999998/status", 0, 0);
+  CHECK(std::holds_alternative<protocol::reply::FileError>(missing));
 }
