@@ -8,7 +8,7 @@
 # gdb.python/py-record-btrace*.exp), multi-ext (gdb.multi/*.exp: several inferiors in one
 # session); "-ext" runs on the board native-extended-gdbserver (target extended-remote), the
 # others on native-gdbserver. Default: all five.
-# Opt-in: reverse (gdb.reverse/*.exp) on the board boards/branchstub-replay.exp: the server is
+# Opt-in (10 min on 2 cores): reverse (gdb.reverse/*.exp), board boards/branchstub-replay.exp, server
 # replay-server.sh, which records the program with `branchstub record` and serves it with
 # `branchstub replay` (reverse execution by the server: gdb,can_reverse 1, gdb,use_precord 0).
 # SET:FILE runs one file, e.g. server-ext:gdb.server/abspath.exp.
