@@ -98,6 +98,14 @@ enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWat
 // breakpoint, watchpoint or signal stop before now.
 enum class ReverseKind { Step, Continue };
 
+// Where a replay stands (`monitor when`, `monitor checkpoint`): rr's event and tick numbers.
+struct ReplayPosition {
+  uint64_t event = 0, events = 0;  // trace events consumed, of all the trace has
+  uint64_t branches = 0;           // the thread's taken branches so far
+  uint64_t pc = 0;
+  bool at_end = false;             // held at the recorded exit
+};
+
 struct ProcessSettings {
   // The branch source (--btrace-source); auto picks the best that works per thread.
   TraceSource trace_source = TraceSource::Auto;
@@ -157,6 +165,10 @@ class Process {
   // Runs tid backwards (backend/replay/replay_process.h); the stop comes through
   // poll_events(), a HistoryBegin one at the start of the recording. Only a replay can.
   virtual bool can_reverse() const { return false; }
+  // A replay's position now, and its checkpoints (oldest first); take_checkpoint keeps one here.
+  virtual std::optional<ReplayPosition> replay_position() { return std::nullopt; }
+  virtual std::vector<ReplayPosition> replay_checkpoints() const { return {}; }
+  virtual Result<void> take_checkpoint() { return Error{EOPNOTSUPP, "Only a replay keeps checkpoints."}; }
   virtual Result<void> resume_reverse(pid_t /*tid*/, ReverseKind /*kind*/) {
     return Error{EOPNOTSUPP, "Target does not support this operation."};
   }

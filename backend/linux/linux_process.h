@@ -64,7 +64,15 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
  public:
   static Result<std::unique_ptr<LinuxProcess>> launch_process(const LaunchOptions& options);
   static Result<std::unique_ptr<LinuxProcess>> attach_process(pid_t pid);
+  // A fork child made by fork_stopped(): traced with our options, stopped, clean. Killed with
+  // the object, as a launched program (linux_process_children.cc).
+  static std::unique_ptr<LinuxProcess> adopt_stopped_child(pid_t child);
   ~LinuxProcess() override;
+
+  // A copy of the stopped single-threaded process (replay's checkpoints, backend/replay/
+  // timeline.h): a fork made by a syscall run in it, left stopped at the same pc with the same
+  // registers, without our int3s, patches or debug registers. Its parent is the program.
+  Result<pid_t> fork_stopped();
 
   pid_t pid() const override { return pid_; }
   bool was_attached() const override { return attached_; }

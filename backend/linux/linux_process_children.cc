@@ -3,10 +3,13 @@
 // reported children.
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_info.h"
@@ -88,6 +91,65 @@ std::vector<std::unique_ptr<Process>> LinuxProcess::take_fork_children() {
   for (auto& child : fork_children_) out.push_back(std::move(child));
   fork_children_.clear();
   return out;
+}
+
+std::unique_ptr<LinuxProcess> LinuxProcess::adopt_stopped_child(pid_t child) {
+  std::unique_ptr<LinuxProcess> p(new LinuxProcess(child, false));
+  p->threads_.emplace(child, LinuxThread{child});
+  p->last_stop_ = p->make_event(StopKind::Signal, child, SIGTRAP);
+  return p;
+}
+
+Result<pid_t> LinuxProcess::fork_stopped() {
+  if (!alive_ || threads_.size() != 1 || running()) return Error{EINVAL, "Only a stopped single-threaded process forks."};
+  pid_t tid = threads_.begin()->first;
+  user_regs_struct saved{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return Error{errno, "PTRACE_GETREGS"};
+  uint8_t original[2] = {};
+  if (auto n = mem_.read(saved.rip, original); !n || *n != 2) return Error{EIO, "cannot read the code at pc"};
+  const uint8_t syscall_insn[2] = {0x0f, 0x05};
+  if (auto w = mem_.write(saved.rip, syscall_insn); !w) return w.error();
+  user_regs_struct regs = saved;
+  regs.rax = SYS_fork;
+  ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
+  auto put_back = [&](pid_t who, const ProcMemory& mem) {
+    (void)mem.write(saved.rip, original);
+    ::ptrace(PTRACE_SETREGS, who, nullptr, &saved);
+  };
+  pid_t child = 0;
+  // One step runs the fork (its event stop first), another ends it. A signal that comes first
+  // waits: SIGCHLD (an earlier copy of a checkpoint ended: nothing the program ever had) is
+  // dropped, any other is sent again after.
+  std::vector<int> later;
+  for (int steps = 0; steps < 16; ++steps) {
+    if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+    int status = 0;
+    while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+    if (!WIFSTOPPED(status)) {
+      alive_ = false;
+      return Error{ESRCH, "the process ended while forking"};
+    }
+    if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_FORK << 8))) {
+      unsigned long msg = 0;
+      ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &msg);
+      child = static_cast<pid_t>(msg);
+      continue;
+    }
+    if (WSTOPSIG(status) == SIGTRAP && child) break;
+    if (WSTOPSIG(status) != SIGTRAP && WSTOPSIG(status) != SIGCHLD) later.push_back(WSTOPSIG(status));
+  }
+  put_back(tid, mem_);
+  for (int sig : later) ::syscall(SYS_tgkill, pid_, tid, sig);
+  if (!child) return Error{EIO, "the injected fork did not fork"};
+  int status = 0;
+  while (::waitpid(child, &status, __WALL) < 0 && errno == EINTR) {}
+  if (!WIFSTOPPED(status)) return Error{ESRCH, "the forked copy did not stop"};
+  ProcMemory child_mem(child);
+  put_back(child, child_mem);
+  breakpoints_.restore_into(child_mem);
+  stepper_.patch_restore_into(child_mem);
+  DebugRegisters::clear_thread(child);
+  return child;
 }
 
 }  // namespace backend

@@ -85,6 +85,7 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
     sync_interceptor_watch();
     if (verdict.stop) {
       console_output_ += verdict.message;
+      if (verdict.watch_addr) return report(t, watch_event(t.tid, WatchHit{HwKind::Write, verdict.watch_addr}));
       t.last_signal = SIGTRAP;
       return report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
     }

@@ -19,6 +19,9 @@ class SyscallInterceptor {
   struct Verdict {
     bool stop = false;
     std::string message;
+    // Instead of a SIGTRAP: the syscall's emulated result changed memory a client write
+    // watchpoint covers (that region's start); the debug registers never see such writes.
+    uint64_t watch_addr = 0;
   };
   virtual Verdict syscall_entry(pid_t tid) = 0;
   virtual Verdict syscall_exit(pid_t tid) = 0;

@@ -30,6 +30,13 @@ class BranchCounter final : public BranchSink {
     auto it = counts_.find(tid);
     return it == counts_.end() ? 0 : it->second.n;
   }
+  // The thread goes on in a copy of the process (a checkpoint's fork): same count, new tid.
+  void rename(pid_t from, pid_t to) {
+    auto node = counts_.extract(from);
+    if (node.empty()) return;
+    node.key() = to;
+    counts_.insert(std::move(node));
+  }
   // Reverse execution finds the instruction before a place from here (replay_process.cc).
   Last last(pid_t tid) const {
     auto it = counts_.find(tid);

@@ -54,6 +54,24 @@ class ReplayProcess final : public Process {
   bool wants_poll() const override { return pending_.has_value() || inner().wants_poll(); }
   Result<void> step_branch(pid_t tid, uint32_t count) override { return timeline_.process().step_branch(to_real(tid), count); }
   bool can_reverse() const override { return true; }
+  std::optional<ReplayPosition> replay_position() override {
+    if (!timeline_.process().alive() || running()) return std::nullopt;
+    return position(timeline_.here());
+  }
+  std::vector<ReplayPosition> replay_checkpoints() const override {
+    std::vector<ReplayPosition> out;
+    for (const auto& at : timeline_.checkpoint_places()) out.push_back(position(at));
+    return out;
+  }
+  Result<void> take_checkpoint() override {
+    if (!timeline_.process().alive() || running()) return Error{EBUSY, "The program is running."};
+    size_t before = timeline_.checkpoint_count();
+    timeline_.take_checkpoint();
+    if (timeline_.checkpoint_count() == before)
+      return Error{EEXIST, "No new checkpoint here (one is here already, or this is the start or the end, "
+                           "or a signal is pending)."};
+    return {};
+  }
   Result<void> resume_reverse(pid_t tid, ReverseKind kind) override;
 
   Result<void> set_non_stop(bool on) override {
@@ -116,12 +134,14 @@ class ReplayProcess final : public Process {
   Result<void> insert_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override {
     auto r = timeline_.process().insert_breakpoint(kind, addr, len);
     if (r) points_.push_back({kind, addr, len, std::nullopt});
+    timeline_.clock().set_watched(watched_ranges(points_));
     return r;
   }
   Result<void> remove_breakpoint(BreakpointKind kind, uint64_t addr, uint64_t len) override {
     auto it = std::find_if(points_.begin(), points_.end(),
                            [&](const ClientPoint& p) { return p.kind == kind && p.addr == addr && p.len == len; });
     if (it != points_.end()) points_.erase(it);
+    timeline_.clock().set_watched(watched_ranges(points_));
     return timeline_.process().remove_breakpoint(kind, addr, len);
   }
   int hardware_slots() const override { return inner().hardware_slots(); }
@@ -165,6 +185,15 @@ class ReplayProcess final : public Process {
   const ProcessSettings& settings() const override { return settings_; }
 
  private:
+  ReplayPosition position(const ReplayPoint& at) const {
+    ReplayPosition pos;
+    pos.event = at.events;
+    pos.events = timeline_.header().event_count;
+    pos.branches = at.branches;
+    pos.pc = at.pc;
+    pos.at_end = at.end;
+    return pos;
+  }
   const Process& inner() const { return const_cast<Timeline&>(timeline_).process(); }
   pid_t to_real(pid_t tid) const { return tid == vpid_ ? timeline_.real_pid() : tid; }
   pid_t to_client(pid_t tid) const { return tid == timeline_.real_pid() ? vpid_ : tid; }
@@ -199,14 +228,31 @@ class ReplayProcess final : public Process {
     if (thread_options_ != ThreadOptions{}) p.set_thread_options(timeline_.real_pid(), thread_options_);
     if (catch_syscalls_) p.set_catch_syscalls(true, caught_);
     p.set_fork_reporting(fork_, vfork_);
+    timeline_.clock().set_watched(watched_ranges(points_));
     tracer_.reapply();
   }
   Result<StopEvent> reverse_step(const ReplayPoint& from, BranchCounter::Last last);
   Result<StopEvent> reverse_continue(const ReplayPoint& from, BranchCounter::Last last);
-  // A new replay at `to` (a place the last pass saw).
+  // A new replay at `to` (a place the last pass saw), from the nearest checkpoint.
   Result<void> go_to(const ReplayPoint& to) {
-    if (auto r = timeline_.restart(); !r) return r;
+    if (auto r = timeline_.restart(timeline_.checkpoint_before(to, true)); !r) return r;
     return timeline_.run_to({to, false}, {}, nullptr);
+  }
+  // Where the client stops, a checkpoint: going back from near here starts there. Not more
+  // often than every few thousand branches (stepping stops at every line).
+  void maybe_checkpoint(const StopEvent& ev) {
+    constexpr uint64_t kSpacing = 4096;
+    switch (ev.kind) {
+      case StopKind::Breakpoint: case StopKind::HwBreakpoint: case StopKind::Watchpoint:
+      case StopKind::Step: case StopKind::StepBranch:
+        break;
+      default:
+        return;
+    }
+    ReplayPoint at = timeline_.here();
+    const auto* before = timeline_.checkpoint_before(at, true);
+    if (before && at.branches < before->at.branches + kSpacing) return;
+    timeline_.take_checkpoint();
   }
 
   pid_t vpid_;
@@ -233,6 +279,7 @@ std::optional<StopEvent> ReplayProcess::poll_events() {
   auto ev = timeline_.process().poll_events();
   if (!ev) return std::nullopt;
   last_ = client_event(*ev);
+  maybe_checkpoint(*ev);
   // The program's recorded exit, held: the end of the history, forward. Resumed from there,
   // it ends for real.
   if (ev->kind == StopKind::Signal && timeline_.clock().held_at_end() && !end_told_) {
@@ -257,6 +304,7 @@ Result<void> ReplayProcess::resume_reverse(pid_t tid, ReverseKind kind) {
     pending_ = event(StopKind::Signal, SIGTRAP);
   } else {
     pending_ = *stop;
+    maybe_checkpoint(*stop);
   }
   if (timeline_.started() && timeline_.process().alive()) adopt_client_state();
   return {};
@@ -266,24 +314,31 @@ Result<StopEvent> ReplayProcess::reverse_step(const ReplayPoint& from, BranchCou
   if (from == timeline_.start()) return event(StopKind::HistoryBegin, 0);
   auto before = timeline_.place_before(from, last);
   if (!before) return before.error();
-  if (!*before) {  // `from` was the first instruction after all
+  if (!before->place) {  // `from` was the first instruction after all
     if (auto r = timeline_.restart(); !r) return r.error();
     return event(StopKind::HistoryBegin, 0);
   }
-  if (auto r = go_to(**before); !r) return r.error();
+  if (!before->here)
+    if (auto r = go_to(*before->place); !r) return r.error();
   return event(StopKind::Step);
 }
 
-// rr's way: a replay runs from the start to here with the client's breakpoints and watchpoints
-// in; the last stop they cause before here is where the program goes back to.
+// rr's way: a replay runs from the last checkpoint to here with the client's breakpoints and
+// watchpoints in; the last stop they cause before here is where the program goes back to.
+// None: the same from the checkpoint before, and so on back to the first instruction.
 Result<StopEvent> ReplayProcess::reverse_continue(const ReplayPoint& from, BranchCounter::Last last) {
   (void)last;
-  if (auto r = timeline_.restart(); !r) return r.error();
   std::vector<Timeline::Hit> hits;
-  if (auto r = timeline_.run_to({from, false}, points_, &hits); !r) return r.error();
-  if (hits.empty()) {
-    if (auto r = timeline_.restart(); !r) return r.error();
-    return event(StopKind::HistoryBegin, 0);
+  for (ReplayPoint upper = from;;) {
+    const auto* checkpoint = timeline_.checkpoint_before(upper, false);
+    if (auto r = timeline_.restart(checkpoint); !r) return r.error();
+    if (auto r = timeline_.run_to({upper, false}, points_, &hits); !r) return r.error();
+    if (!hits.empty()) break;
+    if (!checkpoint) {
+      if (auto r = timeline_.restart(); !r) return r.error();
+      return event(StopKind::HistoryBegin, 0);
+    }
+    upper = checkpoint->at;
   }
   const Timeline::Hit& hit = hits.back();
   StopEvent ev = client_event(hit.event);
@@ -295,8 +350,9 @@ Result<StopEvent> ReplayProcess::reverse_continue(const ReplayPoint& from, Branc
   // before it, with the old value in place (as GDB's own reverse execution does).
   auto before = timeline_.place_before(hit.at, hit.last);
   if (!before) return before.error();
-  if (!*before) return event(StopKind::HistoryBegin, 0);
-  if (auto r = go_to(**before); !r) return r.error();
+  if (!before->place) return event(StopKind::HistoryBegin, 0);
+  if (!before->here)
+    if (auto r = go_to(*before->place); !r) return r.error();
   return ev;
 }
 

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 
@@ -49,6 +50,21 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool diverged() const override { return !diverged_.empty(); }
   void hold_at_end(bool on) override { hold_at_end_ = on; }
   bool held_at_end() const override { return held_at_end_; }
+  std::shared_ptr<const ReplayState> save() const override;
+  void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) override { watched_ = std::move(ranges); }
+  // The same replay, going on in a copy of the process.
+  std::unique_ptr<Replayer> copy_for(pid_t pid) const {
+    auto r = std::make_unique<Replayer>(trace_, pid);
+    r->counter_ = counter_;
+    r->counter_.rename(pid_, pid);
+    r->cursor_ = cursor_;
+    r->diverged_ = diverged_;
+    r->signal_sent_ = signal_sent_;
+    r->hold_at_end_ = hold_at_end_;
+    r->held_at_end_ = held_at_end_;
+    r->watched_ = watched_;
+    return r;
+  }
 
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
@@ -105,7 +121,29 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
   bool hold_at_end_ = false;
   bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
+  std::vector<std::pair<uint64_t, uint64_t>> watched_;  // the client's write watchpoints
+  // The first watched region whose bytes `bytes` at `addr` change (its start; 0: none).
+  uint64_t watched_change(uint64_t addr, const std::vector<uint8_t>& bytes) const {
+    for (auto [start, len] : watched_) {
+      uint64_t lo = std::max(start, addr), hi = std::min(start + len, addr + bytes.size());
+      if (lo >= hi) continue;
+      std::vector<uint8_t> old(hi - lo);
+      auto n = mem_.read(lo, old);
+      if (!n || *n != old.size() || !std::equal(old.begin(), old.end(), bytes.begin() + (lo - addr))) return start;
+    }
+    return 0;
+  }
 };
+
+struct SavedReplay final : ReplayState {
+  std::unique_ptr<Replayer> replayer;
+};
+
+std::shared_ptr<const ReplayState> Replayer::save() const {
+  auto saved = std::make_shared<SavedReplay>();
+  saved->replayer = copy_for(pid_);
+  return saved;
+}
 
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
 // when the count and the registers are the recorded ones; before the count, it goes on.
@@ -207,10 +245,12 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   out.r11 = regs.r11;
   out.rax = static_cast<uint64_t>(got);
   std::string mismatch;
+  uint64_t watch_addr = 0;
   switch (as_) {
     case ReplayAs::Emulate:
       for (const auto& w : e->writes) {
         auto bytes = trace_->bytes(w);
+        if (bytes && !watch_addr) watch_addr = watched_change(w.addr, *bytes);
         if (!bytes || !mem_.write(w.addr, *bytes))
           mismatch = fmt::format("cannot put the recorded {} bytes at {:#x}", w.length, w.addr);
       }
@@ -237,6 +277,7 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   // before the next instruction (take_signal gives it the recorded siginfo).
   if (const TraceEvent* n = next(); n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit)
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
+  if (watch_addr) return {true, "", watch_addr};
   return {};
 }
 
@@ -321,6 +362,19 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   start.clock = replayer.get();
   (*process)->set_syscall_interceptor(std::move(replayer));
   start.process = std::move(*process);
+  return start;
+}
+
+Result<ReplayStart> continue_replay(pid_t copy, const ReplayState& state) {
+  const auto* saved = dynamic_cast<const SavedReplay*>(&state);
+  if (!saved) return Error{EINVAL, "not a replay's state"};
+  auto process = LinuxProcess::adopt_stopped_child(copy);
+  auto replayer = saved->replayer->copy_for(copy);
+  if (auto on = process->tracer().start_coverage(&replayer->counter(), {copy}); !on) return on.error();
+  ReplayStart start;
+  start.clock = replayer.get();
+  process->set_syscall_interceptor(std::move(replayer));
+  start.process = std::move(process);
   return start;
 }
 

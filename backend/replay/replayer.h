@@ -21,6 +21,13 @@ class LinuxProcess;
 
 namespace backend::replay {
 
+// What a replay knows at a place (cursor, branch count, divergence), kept with a checkpoint
+// (a stopped copy of the program) to go on from it later.
+class ReplayState {
+ public:
+  virtual ~ReplayState() = default;
+};
+
 // How far a replay has come, for reverse execution (replay_process.h): read at a stop.
 class ReplayClock {
  public:
@@ -33,6 +40,10 @@ class ReplayClock {
   // than let it end, once: a client can then run backwards from there.
   virtual void hold_at_end(bool on) = 0;
   virtual bool held_at_end() const = 0;
+  virtual std::shared_ptr<const ReplayState> save() const = 0;
+  // The client's write and access watchpoints ([start, start+len)): a recorded syscall result
+  // that changes bytes there stops the program as a watchpoint would.
+  virtual void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) = 0;
 };
 
 // Checks the trace directory (finished, program and mapped files unchanged) and reads it.
@@ -45,5 +56,8 @@ struct ReplayStart {
 // Starts the trace's program stopped at its first instruction. `base` gives the server's stdio
 // settings; everything else (arguments, environment, working directory) is the recording's.
 Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const LaunchOptions& base);
+// The replay goes on in `copy` (a stopped fork of a replayed program, made where `state` was
+// saved: LinuxProcess::fork_stopped), as it went on from there.
+Result<ReplayStart> continue_replay(pid_t copy, const ReplayState& state);
 
 }  // namespace backend::replay

@@ -6,11 +6,15 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "backend/linux/linux_process.h"
+#include "backend/x86/insn_length.h"
 
 namespace backend::replay {
 
@@ -22,21 +26,80 @@ constexpr size_t kMaxSteps = 4'000'000;
 
 bool code_point(BreakpointKind k) { return k == BreakpointKind::Software || k == BreakpointKind::Hardware; }
 
+// Whether a signal waits for the process (SigPnd: its thread's, ShdPnd: the process's). A fork
+// does not inherit it: a copy taken then would miss a signal the recording has.
+bool signals_pending(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      if (line.find_first_not_of("0\t ", 7) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
-Result<void> Timeline::restart() {
-  process_.reset();  // a launched replay is killed with its process
+std::vector<std::pair<uint64_t, uint64_t>> watched_ranges(const std::vector<ClientPoint>& points) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const auto& p : points)
+    if (p.kind == BreakpointKind::WriteWatch || p.kind == BreakpointKind::AccessWatch) out.emplace_back(p.addr, p.len);
+  return out;
+}
+
+Timeline::Timeline(std::shared_ptr<const TraceReader> trace, LaunchOptions base, std::function<void(Process&)> setup)
+    : trace_(std::move(trace)), base_(std::move(base)), setup_(std::move(setup)) {}
+
+Timeline::~Timeline() = default;
+
+Result<void> Timeline::restart(const Checkpoint* from) {
+  process_.reset();  // a launched replay (or a copy) is killed with its process
   clock_ = nullptr;
-  auto started = start_replay(trace_, base_);
+  Result<ReplayStart> started = Error{EINVAL, ""};
+  if (from) {
+    auto copy = from->frozen->fork_stopped();
+    if (!copy) return copy.error();
+    started = continue_replay(*copy, *from->state);
+  } else {
+    started = start_replay(trace_, base_);
+    base_.say_redirected = false;  // said by the first replay
+  }
   if (!started) return started.error();
-  base_.say_redirected = false;  // said by the first replay
   clock_ = started->clock;
   real_pid_ = started->process->pid();
   process_ = std::move(started->process);
   clock_->hold_at_end(true);
+  clock_->set_watched({});  // a checkpoint's state has the client's of its time
   if (setup_) setup_(*process_);
-  start_ = here();
+  if (!from) start_ = here();
   return {};
+}
+
+const Timeline::Checkpoint* Timeline::checkpoint_before(const ReplayPoint& x, bool or_at) const {
+  const Checkpoint* best = nullptr;
+  for (const auto& c : checkpoints_)
+    if (c.at < x || (or_at && c.at == x)) best = &c;
+  return best;
+}
+
+void Timeline::take_checkpoint() {
+  constexpr size_t kMaxCheckpoints = 24;
+  if (!process_ || !process_->alive() || process_->running()) return;
+  ReplayPoint at = here();
+  if (at.end || clock_->diverged() || at == start_ || signals_pending(real_pid_)) return;
+  for (const auto& c : checkpoints_)
+    if (c.at == at) return;
+  auto copy = process_->fork_stopped();
+  if (!copy) return;  // no checkpoint: slower, not wrong
+  Checkpoint c{LinuxProcess::adopt_stopped_child(*copy), at, clock_->save()};
+  auto pos = std::find_if(checkpoints_.begin(), checkpoints_.end(), [&](const Checkpoint& o) { return at < o.at; });
+  checkpoints_.insert(pos, std::move(c));
+  if (checkpoints_.size() <= kMaxCheckpoints) return;
+  // Too many: the one closest to the one before it goes (the first one stays).
+  size_t drop = 1;
+  for (size_t i = 2; i < checkpoints_.size(); ++i)
+    if (checkpoints_[i].at.branches - checkpoints_[i - 1].at.branches <
+        checkpoints_[drop].at.branches - checkpoints_[drop - 1].at.branches)
+      drop = i;
+  checkpoints_.erase(checkpoints_.begin() + static_cast<std::ptrdiff_t>(drop));
 }
 
 ReplayPoint Timeline::here() {
@@ -111,13 +174,25 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
     }
   };
   if (!wants.empty()) p.set_catch_syscalls(true, {SYS_mmap});
+  clock_->set_watched(watched_ranges(hits ? points : std::vector<ClientPoint>{}));
   insert_wanted(false);
   auto clean = [&] {
     for (const auto& w : wants)
       if (w.in) (void)p.remove_breakpoint(w.kind, w.addr, w.len);
     p.set_catch_syscalls(false, {});
+    clock_->set_watched({});
     (void)p.take_console_output();  // breakpoint commands' output belongs to no stop the client sees
   };
+  // A replay started from a checkpoint stands at a client's breakpoint: backwards, that is a hit.
+  if (hits && !target.loose) {
+    ReplayPoint h = here();
+    if (h < target.point && !h.end && client_code_point_at(h.pc)) {
+      StopEvent ev = process_->last_stop();
+      ev.kind = StopKind::Breakpoint;
+      ev.signo = SIGTRAP;
+      hits->push_back({ev, h, clock_->last_branch()});
+    }
+  }
   int deliver = 0;
   for (;;) {
     ReplayPoint h = here();
@@ -126,8 +201,13 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
       clean();
       return Error{EIO, fmt::format("the replay passed {} (it is at {})", target.point.describe(), h.describe())};
     }
+    // Off one of our int3s by a step of its own: a step-over inside a continue would run on
+    // over an int3 it lands on (a breakpoint right after another, the target after a client's).
+    bool on_int3 = std::any_of(wants.begin(), wants.end(),
+                               [&](const Want& w) { return w.in && code_point(w.kind) && w.addr == h.pc; });
     ResumePlan plan;
-    plan.others = ResumeAction{ResumeKind::Continue, deliver, 0, 0};
+    if (on_int3) plan.threads[real_pid_] = ResumeAction{ResumeKind::Step, deliver, 0, 0};
+    else plan.others = ResumeAction{ResumeKind::Continue, deliver, 0, 0};
     deliver = 0;
     auto ev = run(plan);
     if (!ev) {
@@ -145,6 +225,13 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
     ReplayPoint at = here();
     bool before = at < target.point || (ev->kind == StopKind::Watchpoint && at == target.point);
     switch (ev->kind) {
+      case StopKind::Step:  // off an int3 onto another: that one is hit as a continue would hit it
+        if (hits && before && !target.loose && client_code_point_at(at.pc)) {
+          StopEvent hit = *ev;
+          hit.kind = StopKind::Breakpoint;
+          hits->push_back({hit, at, clock_->last_branch()});
+        }
+        break;
       case StopKind::Breakpoint:
       case StopKind::HwBreakpoint:
         if (hits && before && !target.loose && client_code_point_at(at.pc)) hits->push_back({*ev, at, clock_->last_branch()});
@@ -168,15 +255,42 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
   return {};
 }
 
-Result<std::optional<ReplayPoint>> Timeline::step_until(const ReplayPoint& x) {
-  std::optional<ReplayPoint> prev;
+bool Timeline::leads_to(const ReplayPoint& h, const ReplayPoint& x, BranchCounter::Last last) {
+  if (h.end || x.end) return false;
+  if (x.branches == h.branches + 1)
+    return x.events == h.events && last.from == h.pc && last.to == x.pc;
+  if (x.branches != h.branches || (x.events != h.events && x.events != h.events + 1)) return false;
+  uint8_t code[16] = {};
+  auto n = process_->read_memory(h.pc, code);
+  if (!n || *n < 2) return false;
+  std::span<const uint8_t> insn(code, *n);
+  for (uint8_t b : insn.first(4))
+    if (b == 0xf2 || b == 0xf3) return false;  // a rep prefix: maybe another iteration at the same pc
+  bool event = insn[0] == 0x0f && (insn[1] == 0x05 || insn[1] == 0x31);  // syscall, rdtsc (both emulated events)
+  uint64_t len = 0;
+  if (event) {
+    len = 2;
+  } else if (auto l = common_insn_length(insn)) {
+    len = l->len;
+  } else if (auto br = simple_branch(insn); br && br->kind == X86Branch::Kind::CondJump) {
+    len = br->len;  // not taken (the count is the same)
+  }
+  return len && h.pc + len == x.pc && event == (x.events == h.events + 1);
+}
+
+Result<Timeline::Before> Timeline::step_until(const ReplayPoint& x, BranchCounter::Last last) {
+  Before before;
   int deliver = 0;
   for (size_t n = 0;; ++n) {
     ReplayPoint h = here();
-    if (h == x) return prev;
+    if (h == x) return before;
     if (h > x) return Error{EIO, fmt::format("stepping passed {} (at {})", x.describe(), h.describe())};
     if (n > kMaxSteps) return Error{EIO, fmt::format("more than {} steps before {}", kMaxSteps, x.describe())};
-    prev = h;
+    before.place = h;
+    if (deliver == 0 && leads_to(h, x, last)) {
+      before.here = true;
+      return before;
+    }
     ResumePlan plan;
     plan.threads[real_pid_] = ResumeAction{ResumeKind::Step, deliver, 0, 0};
     deliver = 0;
@@ -189,16 +303,18 @@ Result<std::optional<ReplayPoint>> Timeline::step_until(const ReplayPoint& x) {
   }
 }
 
-Result<std::optional<ReplayPoint>> Timeline::place_before(const ReplayPoint& x, BranchCounter::Last last) {
-  if (auto r = restart(); !r) return r.error();
-  if (x.branches > 0) {
+Result<Timeline::Before> Timeline::place_before(const ReplayPoint& x, BranchCounter::Last last) {
+  if (auto r = restart(checkpoint_before(x, false)); !r) return r.error();
+  // From the stretch before x's or an earlier one, run to the branch that began x's stretch;
+  // from x's own stretch (or the one before), step.
+  if (here().branches + 1 < x.branches) {
     if (!last.from) return Error{EIO, "the branch before this place is not known"};
     ReplayPoint branch;
     branch.branches = x.branches - 1;
     branch.pc = last.from;
     if (auto r = run_to({branch, true}, {}, nullptr); !r) return r.error();
   }
-  return step_until(x);
+  return step_until(x, last);
 }
 
 }  // namespace backend::replay

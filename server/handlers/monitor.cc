@@ -36,6 +36,9 @@ const std::vector<Command>& commands() {
       {"coverage status", "Say what coverage is being recorded."},
       {"stepbranch [N]", "Resume the current thread until it has taken N branches (default 1)."},
       {"lbr", "Print the Last Branch Record taken at the current stop (needs the msr_helper module)."},
+      {"when", "A replay: where it stands (trace event, branch count, pc)."},
+      {"checkpoint", "A replay: keep a checkpoint here (reverse execution replays from the nearest)."},
+      {"checkpoints", "A replay: list its checkpoints."},
   };
   return list;
 }
@@ -322,6 +325,29 @@ std::string lbr_command(Session& s) {
   return out;
 }
 
+// rr's `when` and `checkpoint`, for a replay: where it stands and the checkpoints reverse
+// execution starts from.
+std::string replay_command(Session& s, const std::vector<std::string>& w) {
+  auto* p = s.process();
+  if (!p || !p->can_reverse()) return "Not a replay: start the server with `branchstub replay COMM DIR`.\n";
+  auto describe = [](const backend::ReplayPosition& at) {
+    if (at.at_end) return std::string("the recorded end");
+    return fmt::format("event {} of {}, branch count {}, pc {:#x}", at.event, at.events, at.branches, at.pc);
+  };
+  if (w[0] == "when") {
+    auto at = p->replay_position();
+    return at ? "Now at " + describe(*at) + ".\n" : std::string("The program is running.\n");
+  }
+  if (w[0] == "checkpoint") {
+    if (auto r = p->take_checkpoint(); !r) return "No checkpoint: " + r.error().message + "\n";
+  }
+  auto all = p->replay_checkpoints();
+  std::string out = fmt::format("{} checkpoint{}{}\n", all.size(), all.size() == 1 ? "" : "s",
+                                all.empty() ? "." : " (reverse execution replays from the nearest before):");
+  for (size_t i = 0; i < all.size(); ++i) out += fmt::format("  {}: {}\n", i + 1, describe(all[i]));
+  return out;
+}
+
 }  // namespace
 
 std::string monitor_stepbranch_text(Session& s, const backend::StopEvent& e) {
@@ -362,6 +388,10 @@ Reply handle(Session& s, const Monitor& m) {
   }
   if (w[0] == "lbr") {
     s.send_console(lbr_command(s));
+    return reply::Ok{};
+  }
+  if (w[0] == "when" || w[0] == "checkpoint" || w[0] == "checkpoints") {
+    s.send_console(replay_command(s, w));
     return reply::Ok{};
   }
   if (w[0] == "stepbranch") {

@@ -1,22 +1,30 @@
 /* Reverse execution on a replay (tests/integration/test_reverse.py): a global written in a
  * loop (watch it, then reverse-continue to the write before), a time() whose recorded value
- * the replay shows (reverse-step over it), and a function to step back into. */
+ * the replay shows (reverse-step over it), a function to step back into, and a buffer that
+ * only a read() writes (a watchpoint on it goes back into the system call). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
 int counter;
 long recorded_time;
+char name[16];
 
 __attribute__((noinline)) int bump(int by) {
-  counter += by; /* bump-line */
+  counter += by; /* LINE:bump-line */
   return counter;
 }
 
 int main(void) {
-  recorded_time = (long)time(NULL); /* time-line */
+  int fd = open("/proc/self/comm", O_RDONLY);
+  if (fd >= 0) {
+    (void)!read(fd, name, sizeof name - 1); /* LINE:read-line */
+    close(fd);
+  }
+  recorded_time = (long)time(NULL); /* LINE:time-line */
   for (int i = 0; i < 5; i++)
-    bump(i + 1); /* loop-line */
-  printf("counter=%d time=%ld pid=%d\n", counter, recorded_time, (int)getpid()); /* print-line */
-  return 0; /* end-line */
+    bump(i + 1); /* LINE:loop-line */
+  printf("counter=%d time=%ld pid=%d\n", counter, recorded_time, (int)getpid()); /* LINE:print-line */
+  return 0; /* LINE:end-line */
 }

@@ -178,3 +178,42 @@ def test_cdt_disconnect_kills_the_launched_program(cdt):
     d.request("disconnect", {})
     assert srv.wait_exit(10) is not None
     wait_gone(inferior_pid)
+
+
+@pytest.mark.branchstub_only
+def test_cdt_reverse_execution_on_a_replay(cdt, tmp_path):
+    """An IDE on a replay (docs/ide.md): the adapter attaches to `branchstub replay`, stops at a
+    source breakpoint, and the user's `reverse-continue` / `reverse-step` typed in the debug
+    console bring the program back, which the adapter reports as ordinary stops with the
+    variables as they were."""
+    import subprocess
+    from harness import SERVER
+    prog = inferior("reverse_prog")
+    src = os.path.join(REPO, "tests", "inferiors", "reverse_prog.c")
+    rec = subprocess.run([SERVER, "record", "-o", str(tmp_path / "t"), prog], capture_output=True, timeout=120,
+                         cwd=str(tmp_path))
+    assert rec.returncode == 0, rec.stderr
+    srv, d = cdt(["replay", "--once", "{COMM}", str(tmp_path / "t")], prog=prog)
+    line = line_of("reverse_prog", "bump-line")
+    bps = d.request("setBreakpoints", {"source": {"path": src}, "breakpoints": [{"line": line}]})["breakpoints"]
+    assert bps[0]["verified"], bps
+    d.request("configurationDone")
+    d.response(d.pending_attach)
+    tid = d.wait_event("stopped")["threadId"]
+    for _ in range(2):
+        d.request("continue", {"threadId": tid})
+        d.wait_event("stopped", pred=lambda b: b.get("reason") == "breakpoint")
+    fid = frames(d, tid)[0]["id"]
+    assert locals_of(d, fid)["by"] == "3"
+    console(d, fid, "reverse-continue")
+    d.wait_event("stopped")
+    fid = frames(d, tid)[0]["id"]
+    assert locals_of(d, fid)["by"] == "2"
+    out = console(d, fid, "print counter")
+    assert re.search(r"= 1$", out, re.M), out
+    console(d, fid, "reverse-finish")
+    d.wait_event("stopped")
+    top = frames(d, tid)[0]
+    assert (top["name"], top["line"]) == ("main", line_of("reverse_prog", "loop-line")), top
+    d.request("disconnect", {})
+    assert srv.wait_exit(10) is not None

@@ -11,19 +11,15 @@ import subprocess
 import pytest
 
 from harness import SERVER, gdb_remote, inferior
+from harness import line_of as harness_line_of
 
 pytestmark = pytest.mark.branchstub_only
 
 PROG = inferior("reverse_prog")
-SRC = os.path.join(os.path.dirname(__file__), "..", "inferiors", "reverse_prog.c")
 
 
 def line_of(tag):
-    with open(SRC) as f:
-        for n, text in enumerate(f, 1):
-            if "/* %s */" % tag in text:
-                return n
-    raise AssertionError(tag)
+    return harness_line_of("reverse_prog", tag)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +69,7 @@ def test_recorded_time_seen_again_after_stepping_back_over_it(procs, trace):
     r = session(procs, trace[0], ["break %d" % line_of("time-line"), "continue", "next", "print recorded_time",
                                   "reverse-step", "print recorded_time", "next", "print recorded_time"])
     assert values(r) == [recorded, "0", recorded], r
-    assert re.search(r"^%d\s.*time-line" % line_of("time-line"), r.out, re.M), r
+    assert re.search(r"^%d\s.*LINE:time-line" % line_of("time-line"), r.out, re.M), r
 
 
 def test_reverse_next_step_finish(procs, trace):
@@ -113,3 +109,73 @@ def test_a_live_program_is_not_offered_reverse_execution(procs):
     r = gdb_remote(srv, ["break main", "continue", "reverse-step"], prog=PROG)
     assert "Target remote does not support this command." in r.out or \
         "does not support" in r.out, r
+
+
+def test_lldb_debugs_a_replay_forward(procs, trace, lldb_bin):
+    """LLDB 16 and 19 have no reverse commands (LLDB 21 sends bc/bs); forward, a replay is an
+    ordinary gdb-remote target for them: breakpoints, variables, the recorded values. (Read
+    with `frame variable`/`target variable`: LLDB 19's `p` runs an mmap in the program for its
+    expression, which a replay reports as a divergence; docs/record-replay.md.)"""
+    from harness import lldb
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace[0])])
+    r = lldb(["target create " + PROG, "gdb-remote 127.0.0.1:%d" % srv.port, "breakpoint set -n bump",
+              "process continue", "process continue", "frame variable by", "target variable counter recorded_time",
+              "process kill"], binary=lldb_bin, timeout=120)
+    assert re.search(r"\(int\) by = 2", r.out), r
+    assert re.search(r"\(int\) counter = 1", r.out), r
+    assert re.search(r"\(long\) recorded_time = %s" % trace[1]["time"], r.out), r
+    assert "divergence" not in r.out, r
+
+
+def test_watchpoint_backwards_into_a_system_call(procs, trace):
+    """Only a read() writes `name`: the recorded bytes the replay puts there stop the program as
+    a watchpoint would (the debug registers never see the kernel's writes), forward and back."""
+    r = session(procs, trace[0], ["break %d" % line_of("time-line"), "continue", "print name[0]",
+                                  "watch name[0]", "reverse-continue", "print name[0]", "bt 2",
+                                  "continue", "print name[0]"])
+    v = values(r)
+    assert v[0] == "114 'r'" and v[1] == "0 '\\000'" and v[2] == "114 'r'", r
+    assert re.search(r"Old value = 114 'r'\s+New value = 0 '\\000'", r.out), r
+    assert re.search(r"Old value = 0 '\\000'\s+New value = 114 'r'", r.out), r
+    # Back before the syscall instruction inside read(), called from main's read line.
+    assert re.search(r"#1\s+0x[0-9a-f]+ in main \(\) at .*:%d" % line_of("read-line"), r.out), r
+
+
+def test_reverse_over_timer_signals(procs, tmp_path):
+    """SIGALRMs from a timer that arrived at nanosleep's return replay at their recorded places,
+    backwards too: going back before the third handler run undoes what it wrote."""
+    prog = inferior("replay_prog")
+    (tmp_path / "in.txt").write_text("x\n")
+    rec = subprocess.run([SERVER, "record", "-o", str(tmp_path / "t"), prog, str(tmp_path / "in.txt"), "alarm"],
+                         capture_output=True, timeout=120, cwd=str(tmp_path))
+    alarms = re.search(r"alarms=(\d+),(\d+),(\d+)", rec.stdout.decode())
+    assert alarms, rec
+    srv = procs.server(["replay", "--once", "{COMM}", str(tmp_path / "t")])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
+                         "watch alarm_count", "reverse-continue", "reverse-continue", "print alarm_at",
+                         "print alarm_count", "continue", "print alarm_count"], prog=prog, timeout=240,
+                   pre=["set sysroot /"])
+    a = alarms.groups()
+    assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
+    assert re.search(r"Old value = 3\s+New value = 2", r.out), r
+    assert re.search(r"Old value = 2\s+New value = 1", r.out), r
+    # Before the second handler's increment: the third handler has not run.
+    assert values(r) == ["{%s, %s, 0}" % (a[0], a[1]), "1", "2"], r
+
+
+def test_monitor_when_and_checkpoints(procs, trace):
+    """rr's `when` and `checkpoint`, as monitor commands: the position moves back with reverse
+    execution; a checkpoint is kept on demand (once per place), and listed."""
+    r = session(procs, trace[0], ["monitor when", "break bump", "continue", "monitor when",
+                                  "monitor checkpoints", "continue", "monitor checkpoint", "monitor checkpoint",
+                                  "reverse-continue", "monitor when"])
+    when = [tuple(map(int, m)) for m in re.findall(r"Now at event (\d+) of \d+, branch count (\d+), pc", r.out)]
+    assert len(when) == 3, r
+    assert when[0] == (0, 0) and when[1][1] > 0, r
+    assert when[2] == when[1], r  # back at the first bump's breakpoint: the same event and count
+    counts = [int(n) for n in re.findall(r"^(\d+) checkpoints? ", r.out, re.M)]
+    assert len(counts) == 2 and counts[1] == counts[0] + 1, r
+    # The one asked for is where the second bump's breakpoint stopped; asked again: refused.
+    listed = re.findall(r"^  %d: event (\d+) of \d+, branch count (\d+), pc 0x[0-9a-f]+$" % counts[1], r.out, re.M)
+    assert listed and int(listed[-1][1]) > when[1][1], r
+    assert "No checkpoint: No new checkpoint here" in r.out, r
