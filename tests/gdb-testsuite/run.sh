@@ -7,10 +7,10 @@
 # SET: server, server-ext (gdb.server/*.exp), btrace, btrace-ext (gdb.btrace/*.exp and
 # gdb.python/py-record-btrace*.exp), multi-ext (gdb.multi/*.exp: several inferiors in one
 # session); "-ext" runs on the board native-extended-gdbserver (target extended-remote), the
-# others on native-gdbserver. Default: all five.
-# Opt-in (10 min on 2 cores): reverse (gdb.reverse/*.exp), board boards/branchstub-replay.exp, server
+# others on native-gdbserver; reverse (gdb.reverse/*.exp) on boards/branchstub-replay.exp, server
 # replay-server.sh, which records the program with `branchstub record` and serves it with
 # `branchstub replay` (reverse execution by the server: gdb,can_reverse 1, gdb,use_precord 0).
+# Default: all six.
 # SET:FILE runs one file, e.g. server-ext:gdb.server/abspath.exp.
 #
 # The run fails (exit 1) when a line of expected/<set>.pass does not PASS now; each lost line
@@ -50,8 +50,7 @@ GDB_TARBALL=gdb_$GDB_UPSTREAM.orig.tar.xz
 GDB_TARBALL_SHA256=d861181d5fa473787ed647895ec22d6ab001bb0a2354d76537fc0d6e244f5a15
 GDB=/usr/bin/gdb
 
-all_sets=(server server-ext btrace btrace-ext multi-ext)
-optional_sets=(reverse)   # valid, not run by default
+all_sets=(server server-ext btrace btrace-ext multi-ext reverse)
 
 die() { echo "gdb-testsuite: $*" >&2; exit 2; }
 say() { echo "gdb-testsuite: $*"; }
@@ -186,7 +185,7 @@ ensure_testsuite() {
 # ---------------------------------------------------------------------------------------------
 # What runs: "set<TAB>file" jobs.
 # ---------------------------------------------------------------------------------------------
-valid_set() { local s; for s in "${all_sets[@]}" "${optional_sets[@]}"; do [[ $1 == "$s" ]] && return 0; done; return 1; }
+valid_set() { local s; for s in "${all_sets[@]}"; do [[ $1 == "$s" ]] && return 0; done; return 1; }
 
 # flaky.txt / skip.txt lines: "SETS  ENTRY  -- reason", SETS = "*" or comma-separated set names,
 # ENTRY = a .exp file or "file: test name". Prints the entries that apply to SET.
@@ -220,7 +219,7 @@ resolve_jobs() {
   declare -A seen=()
   for a in "${args[@]}"; do
     sname=${a%%:*}
-    valid_set "$sname" || die "unknown set '$sname' (sets: ${all_sets[*]} ${optional_sets[*]})"
+    valid_set "$sname" || die "unknown set '$sname' (sets: ${all_sets[*]})"
     if [[ $a == *:* ]]; then
       files=("${a#*:}")
       [[ -f $ts/${files[0]} ]] || die "no such test file: ${files[0]}"
