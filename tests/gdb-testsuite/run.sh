@@ -7,7 +7,10 @@
 # SET: server, server-ext (gdb.server/*.exp), btrace, btrace-ext (gdb.btrace/*.exp and
 # gdb.python/py-record-btrace*.exp), multi-ext (gdb.multi/*.exp: several inferiors in one
 # session); "-ext" runs on the board native-extended-gdbserver (target extended-remote), the
-# others on native-gdbserver. Default: all five.
+# others on native-gdbserver; reverse (gdb.reverse/*.exp) on boards/branchstub-replay.exp, server
+# replay-server.sh, which records the program with `branchstub record` and serves it with
+# `branchstub replay` (reverse execution by the server: gdb,can_reverse 1, gdb,use_precord 0).
+# Default: all six.
 # SET:FILE runs one file, e.g. server-ext:gdb.server/abspath.exp.
 #
 # The run fails (exit 1) when a line of expected/<set>.pass does not PASS now; each lost line
@@ -19,6 +22,9 @@
 #   BRANCHSTUB_BUILD             build directory (default: ./build); the server is its server/branchstub
 #   GDB_TESTSUITE_SERVER         another server binary (e.g. /usr/bin/gdbserver for a side-by-side run)
 #   GDB_TESTSUITE_SERVER_ARGS    extra server options (a wrapper script puts them first)
+#   GDB_TESTSUITE_BOARD          the board for every set, instead of each set's own; e.g.
+#                                GDB_TESTSUITE_SERVER=/usr/bin/gdbserver GDB_TESTSUITE_BOARD=native-gdbserver
+#                                run.sh reverse: gdb.reverse with gdbserver and GDB's record full
 #   GDB_TESTSUITE_WORK           results directory (default: $BRANCHSTUB_BUILD/gdb-testsuite)
 #   GDB_TESTSUITE_JOBS           .exp files run at once (default: nproc)
 #   GDB_TESTSUITE_FILE_TIMEOUT   seconds one .exp file may take (default: 240); over it = failure
@@ -44,12 +50,12 @@ GDB_TARBALL=gdb_$GDB_UPSTREAM.orig.tar.xz
 GDB_TARBALL_SHA256=d861181d5fa473787ed647895ec22d6ab001bb0a2354d76537fc0d6e244f5a15
 GDB=/usr/bin/gdb
 
-all_sets=(server server-ext btrace btrace-ext multi-ext)
+all_sets=(server server-ext btrace btrace-ext multi-ext reverse)
 
 die() { echo "gdb-testsuite: $*" >&2; exit 2; }
 say() { echo "gdb-testsuite: $*"; }
 
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 update=0 list=0 args=()
 for a in "$@"; do
@@ -63,7 +69,13 @@ for a in "$@"; do
 done
 [[ ${#args[@]} -gt 0 ]] || args=("${all_sets[@]}")
 
-board_of() { [[ $1 == *-ext ]] && echo native-extended-gdbserver || echo native-gdbserver; }
+board_of() {
+  if [[ -n ${GDB_TESTSUITE_BOARD:-} ]]; then echo "$GDB_TESTSUITE_BOARD"
+  elif [[ $1 == reverse ]]; then echo branchstub-replay
+  elif [[ $1 == *-ext ]]; then echo native-extended-gdbserver
+  else echo native-gdbserver
+  fi
+}
 
 # The .exp files of a set, relative to gdb/testsuite.
 files_of() {
@@ -71,6 +83,7 @@ files_of() {
     server|server-ext) (cd "$ts" && printf '%s\n' gdb.server/*.exp) ;;
     btrace|btrace-ext) (cd "$ts" && printf '%s\n' gdb.btrace/*.exp gdb.python/py-record-btrace*.exp) ;;
     multi-ext) (cd "$ts" && printf '%s\n' gdb.multi/*.exp) ;;
+    reverse) (cd "$ts" && printf '%s\n' gdb.reverse/*.exp) ;;
   esac
 }
 
@@ -239,6 +252,8 @@ set build_triplet x86_64-pc-linux-gnu
 set srcdir $ts
 set tool gdb
 source \${srcdir}/lib/append_gdb_boards_dir.exp
+# our boards (branchstub-replay); after the source, so its trace puts GDB's own boards last
+lappend boards_dir $here/boards
 EOF
 }
 
@@ -262,6 +277,9 @@ reap_netns() {
   kill -9 "$sentinel" 2>/dev/null
 }
 
+# The server command the testsuite gets for BOARD: the replay board records first.
+server_for() { [[ $1 == branchstub-replay ]] && echo "$here/replay-server.sh" || echo "$server"; }
+
 # run_one SET FILE CAP
 run_one() {
   local set=$1 exp=$2 cap=$3 d t0 rc
@@ -276,7 +294,7 @@ run_one() {
       setsid sleep 1000000 </dev/null >/dev/null 2>&1 &
       echo $! >sentinel
       exec runtest --tool gdb --srcdir "$1" --target_board="$2" GDB="$3" GDBSERVER="$4" "$5" \
-        </dev/null >runtest.out 2>&1' sh "$ts" "$(board_of "$set")" "$GDB" "$server" "$exp"); } 2>/dev/null
+        </dev/null >runtest.out 2>&1' sh "$ts" "$(board_of "$set")" "$GDB" "$(server_for "$(board_of "$set")")" "$exp"); } 2>/dev/null
   rc=$?
   reap_netns "$d"
   printf 'rc=%s seconds=%s cap=%s\n' "$rc" "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')" \
@@ -286,8 +304,9 @@ run_one() {
 # Before spending minutes on timeouts: does the server start, listen and take a connection
 # the way the testsuite drives it? (A server that never prints "Listening on" costs every
 # file its full connection timeouts.) Prints what went wrong and returns 1 if it did not.
+# preflight [SERVER]  (default: $server)
 preflight() {
-  local d=$work/preflight
+  local d=$work/preflight server=${1:-$server}
   rm -rf "$d" && mkdir -p "$d" || return 1
   printf 'int main (void) { return 0; }\n' >"$d/prog.c"
   gcc -g -o "$d/prog" "$d/prog.c" || { echo "preflight: gcc failed"; return 1; }
@@ -407,6 +426,8 @@ main() {
   case $build in /*) ;; *) build=$root/$build ;; esac
   server=${GDB_TESTSUITE_SERVER:-$build/server/branchstub}
   [[ -x $server ]] || die "server $server is not executable (build first: bash scripts/build.sh)"
+  # For replay-server.sh (the branchstub-replay board): the binary itself, and the options.
+  export BRANCHSTUB=$server BRANCHSTUB_REPLAY_ARGS=${GDB_TESTSUITE_SERVER_ARGS:-}
   work=${GDB_TESTSUITE_WORK:-$build/gdb-testsuite}
   mkdir -p "$work" || die "cannot create $work"
   work=$(cd "$work" && pwd)
@@ -435,8 +456,17 @@ main() {
     order=("${jobs_list[@]}")
   fi
 
-  if ! preflight; then
-    local n=0 sname
+  local pre_ok=1 sname
+  preflight || pre_ok=0
+  # The replay board's wrapper too (it records the program first), once, if a set uses it.
+  for sname in "${sets_run[@]}"; do
+    if [[ $pre_ok == 1 && $(board_of "$sname") == branchstub-replay ]]; then
+      preflight "$here/replay-server.sh" || pre_ok=0
+      break
+    fi
+  done
+  if [[ $pre_ok == 0 ]]; then
+    local n=0
     for sname in "${sets_run[@]}"; do
       n=$((n + $(expected_lines "$sname" 1 | drop_flaky "$sname" | wc -l)))
     done
