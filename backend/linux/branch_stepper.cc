@@ -136,6 +136,9 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
   }
   auto insn = code_.insn_at(c.step_from);
   if (!insn) return;
+  // Still at a string instruction that is no control flow: one iteration of `rep movs` and
+  // the like ran, nothing was taken (a `jmp .` to itself is flow, and taken).
+  if (pc == c.step_from && !insn->second) return;
   if (pc != c.step_from + insn->first) {
     record(t, c.step_from, pc);
     c.block_start = pc;

@@ -10,6 +10,9 @@
 int counter;
 long recorded_time;
 char name[16];
+struct big {
+  long v[50];
+} big_a = {{1}}, big_b;  /* copied with rep movsq */
 
 __attribute__((noinline)) int bump(int by) {
   counter += by; /* LINE:bump-line */
@@ -22,6 +25,7 @@ int main(void) {
     (void)!read(fd, name, sizeof name - 1); /* LINE:read-line */
     close(fd);
   }
+  big_b = big_a; /* LINE:copy-line */
   recorded_time = (long)time(NULL); /* LINE:time-line */
   for (int i = 0; i < 5; i++)
     bump(i + 1); /* LINE:loop-line */

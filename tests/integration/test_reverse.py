@@ -179,3 +179,14 @@ def test_monitor_when_and_checkpoints(procs, trace):
     listed = re.findall(r"^  %d: event (\d+) of \d+, branch count (\d+), pc 0x[0-9a-f]+$" % counts[1], r.out, re.M)
     assert listed and int(listed[-1][1]) > when[1][1], r
     assert "No checkpoint: No new checkpoint here" in r.out, r
+
+
+def test_stepping_through_rep_movs_keeps_the_count(procs, trace):
+    """Each single step of a `rep movsq` (a 400-byte struct copy) runs one iteration and takes no
+    branch: stepping through it forward keeps the replay on its recording, and back again."""
+    r = session(procs, trace[0], ["break %d" % line_of("copy-line"), "continue", "x/8i $pc", "stepi 60",
+                                  "print big_b.v[0]", "reverse-stepi 30", "stepi 30", "print big_b.v[0]",
+                                  "continue", "continue"])
+    assert "rep movsq" in r.out, r
+    assert values(r) == ["1", "1"], r
+    assert "exited normally" in r.out, r
