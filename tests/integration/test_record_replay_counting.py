@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from harness import SERVER, gdb_remote, inferior
+from test_record_replay import input_file, printed  # noqa: F401 (input_file: a fixture)
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -37,16 +38,6 @@ def replay(procs, trace, prog, cmds, source=None, timeout=120):
     assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
     return r
 
-
-def printed(text):
-    return dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
-
-
-@pytest.fixture
-def input_file(tmp_path):
-    f = tmp_path / "input.txt"
-    f.write_text("recorded-input-42\n")
-    return f
 
 
 @pytest.mark.parametrize("recorded_with,replayed_with", [("soft", None), (None, "soft")])
