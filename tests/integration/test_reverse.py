@@ -190,3 +190,14 @@ def test_stepping_through_rep_movs_keeps_the_count(procs, trace):
     assert "rep movsq" in r.out, r
     assert values(r) == ["1", "1"], r
     assert "exited normally" in r.out, r
+
+
+def test_extended_remote_run_starts_the_replay_again(procs, trace):
+    """target extended-remote: `run` starts the replay again (whatever it names), and reverse
+    execution works in each run."""
+    srv = procs.server(["replay", "--multi", "{COMM}", str(trace[0])])
+    r = gdb_remote(srv, ["set remote exec-file " + PROG, "break bump", "run", "continue", "reverse-continue",
+                         "print by", "run", "print by", "continue", "print by", "kill", "monitor exit"],
+                   prog=PROG, extended=True, timeout=240, pre=["set sysroot /"])
+    assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
+    assert values(r) == ["1", "1", "2"], r
