@@ -43,6 +43,7 @@ class ReplayProcess final : public Process {
   StopEvent last_stop() const override { return last_; }
 
   Result<void> resume(const ResumePlan& plan) override {
+    end_diversion(false);
     ResumePlan real = plan;
     real.threads.clear();
     for (const auto& [tid, action] : plan.threads) real.threads[to_real(tid)] = action;
@@ -122,12 +123,14 @@ class ReplayProcess final : public Process {
     return timeline_.process().read_registers(to_real(tid), set);
   }
   Result<void> write_registers(pid_t tid, const RegisterFile& regs) override {
+    begin_diversion(tid);
     return timeline_.process().write_registers(to_real(tid), regs);
   }
   Result<size_t> read_memory(uint64_t addr, std::span<uint8_t> out) override {
     return timeline_.process().read_memory(addr, out);
   }
   Result<size_t> write_memory(uint64_t addr, std::span<const uint8_t> data) override {
+    begin_diversion(vpid_);
     return timeline_.process().write_memory(addr, data);
   }
 
@@ -238,6 +241,41 @@ class ReplayProcess final : public Process {
     timeline_.clock().set_watched(watched_ranges(points_));
     tracer_.reapply();
   }
+  // The client changes registers or memory (an inferior call, `set var`): from here the
+  // program is not its recording. A checkpoint keeps the place, with the registers as they were.
+  void begin_diversion(pid_t tid) {
+    if (diversion_ || !timeline_.process().alive() || running()) return;
+    Diversion d;
+    d.at = timeline_.here();
+    auto regs = timeline_.process().read_registers(to_real(tid), RegisterSet::General);
+    if (!regs) return;
+    d.regs = std::move(*regs);
+    if (!d.at.end && !(d.at == timeline_.start())) timeline_.take_checkpoint();
+    diversion_ = std::move(d);
+    timeline_.clock().set_diverted(true);
+  }
+  // At a resume: registers back as they were (GDB after its call) or a reverse run: the
+  // replay goes back to the place the diversion began, memory and all. Otherwise the
+  // program runs on freely (its syscalls real) until a reverse run or `run`.
+  void end_diversion(bool reverse) {
+    if (!diversion_ || !timeline_.process().alive()) return;
+    if (!reverse) {
+      auto now = timeline_.process().read_registers(timeline_.real_pid(), RegisterSet::General);
+      if (!now) return;
+      const auto& layout = timeline_.process().register_layout();
+      for (int r = 0; r <= RegisterLayout::kRip; ++r)
+        if (now->get_u64(layout, r) != diversion_->regs.get_u64(layout, r)) return;  // still away
+    }
+    ReplayPoint at = diversion_->at;
+    diversion_.reset();
+    auto back = at.end ? Result<void>(Error{EINVAL, "a diversion at the recorded end"})
+                : at == timeline_.start() ? timeline_.restart() : go_to(at);
+    if (!back) {
+      console_ += "branchstub replay: cannot return to the recording: " + back.error().message + "\n";
+      return;
+    }
+    adopt_client_state();
+  }
   Result<StopEvent> reverse_step(const ReplayPoint& from, BranchCounter::Last last);
   Result<StopEvent> reverse_continue(const ReplayPoint& from, BranchCounter::Last last);
   // A new replay at `to` (a place the last pass saw), from the nearest checkpoint.
@@ -275,6 +313,11 @@ class ReplayProcess final : public Process {
   std::optional<StopEvent> pending_;  // the stop a reverse run ended with, not yet polled
   bool end_told_ = false;             // the recorded end was reported (HistoryEnd) already
   std::string console_;
+  struct Diversion {
+    ReplayPoint at;     // where the recording was left
+    RegisterFile regs;  // the thread's general registers there
+  };
+  std::optional<Diversion> diversion_;
 };
 
 std::optional<StopEvent> ReplayProcess::poll_events() {
@@ -300,6 +343,7 @@ Result<void> ReplayProcess::resume_reverse(pid_t tid, ReverseKind kind) {
   if (!timeline_.process().alive()) return Error{ESRCH, "The program is not being run."};
   if (timeline_.process().running() || pending_) return Error{EBUSY, "The program is running."};
   if (tid > 0 && to_real(tid) != timeline_.real_pid()) return Error{ESRCH, "No such thread."};
+  end_diversion(true);  // backwards from where the recording was left
   ReplayPoint from = timeline_.here();
   BranchCounter::Last last = timeline_.clock().last_branch();
   auto stop = kind == ReverseKind::Step ? reverse_step(from, last) : reverse_continue(from, last);

@@ -52,6 +52,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool held_at_end() const override { return held_at_end_; }
   std::shared_ptr<const ReplayState> save() const override;
   void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) override { watched_ = std::move(ranges); }
+  void set_diverted(bool on) override { diverted_ = on; }
   // The same replay, going on in a copy of the process.
   std::unique_ptr<Replayer> copy_for(pid_t pid) const {
     auto r = std::make_unique<Replayer>(trace_, pid);
@@ -75,7 +76,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   uint64_t watch_pc() const override {
     const TraceEvent* n = next();
     bool in_code = n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode;
-    return in_code && diverged_.empty() && !signal_sent_ ? n->pc : 0;
+    return in_code && diverged_.empty() && !signal_sent_ && !diverted_ ? n->pc : 0;
   }
   WatchVerdict at_watch_pc(pid_t tid) override;
   uint64_t branches_before_watch(pid_t) const override {
@@ -126,6 +127,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
   bool hold_at_end_ = false;
   bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
+  bool diverted_ = false;     // the client runs code in the program: its syscalls are real
   std::vector<std::pair<uint64_t, uint64_t>> watched_;  // the client's write watchpoints
   // The first watched region whose bytes `bytes` at `addr` change (its start; 0: none).
   uint64_t watched_change(uint64_t addr, const std::vector<uint8_t>& bytes) const {
@@ -174,6 +176,7 @@ SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid) {
 
 SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
   current_ = nullptr;
+  if (diverted_) return {};
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
   long nr = static_cast<long>(regs.orig_rax);
@@ -291,6 +294,7 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
 }
 
 bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
+  if (diverted_) return false;
   siginfo_t si{};
   ::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si);
   user_regs_struct regs{};

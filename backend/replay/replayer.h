@@ -44,6 +44,9 @@ class ReplayClock {
   // The client's write and access watchpoints ([start, start+len)): a recorded syscall result
   // that changes bytes there stops the program as a watchpoint would.
   virtual void set_watched(std::vector<std::pair<uint64_t, uint64_t>> ranges) = 0;
+  // A diversion (the client runs code in the program: `call f()`, LLDB's expressions): the
+  // program's system calls run for real, unchecked, and the trace stays where it was.
+  virtual void set_diverted(bool on) = 0;
 };
 
 // Checks the trace directory (finished, program and mapped files unchanged) and reads it.

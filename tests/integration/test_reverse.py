@@ -113,17 +113,19 @@ def test_a_live_program_is_not_offered_reverse_execution(procs):
 
 def test_lldb_debugs_a_replay_forward(procs, trace, lldb_bin):
     """LLDB 16 and 19 have no reverse commands (LLDB 21 sends bc/bs); forward, a replay is an
-    ordinary gdb-remote target for them: breakpoints, variables, the recorded values. (Read
-    with `frame variable`/`target variable`: LLDB 19's `p` runs an mmap in the program for its
-    expression, which a replay reports as a divergence; docs/record-replay.md.)"""
+    ordinary gdb-remote target for them: breakpoints, variables, the recorded values; `p` of
+    an expression (LLDB 19 runs an mmap in the program for it: a diversion) and on."""
     from harness import lldb
     srv = procs.server(["replay", "--once", "{COMM}", str(trace[0])])
     r = lldb(["target create " + PROG, "gdb-remote 127.0.0.1:%d" % srv.port, "breakpoint set -n bump",
               "process continue", "process continue", "frame variable by", "target variable counter recorded_time",
+              "p counter + 100", "process continue", "frame variable by", "target variable counter",
               "process kill"], binary=lldb_bin, timeout=120)
     assert re.search(r"\(int\) by = 2", r.out), r
     assert re.search(r"\(int\) counter = 1", r.out), r
     assert re.search(r"\(long\) recorded_time = %s" % trace[1]["time"], r.out), r
+    assert re.search(r"\(int\) (\$0 = )?101", r.out), r
+    assert re.search(r"\(int\) by = 3", r.out) and re.search(r"\(int\) counter = 3", r.out), r
     assert "divergence" not in r.out, r
 
 
@@ -201,3 +203,15 @@ def test_extended_remote_run_starts_the_replay_again(procs, trace):
                    prog=PROG, extended=True, timeout=240, pre=["set sysroot /"])
     assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
     assert values(r) == ["1", "1", "2"], r
+
+
+def test_calling_a_function_is_a_diversion(procs, trace):
+    """`print bump(10)` runs code in the replayed program (a diversion: its effects are seen
+    while it lasts); at the next resume with the registers back, the replay returns to its
+    recording, memory and all, and goes on as recorded."""
+    r = session(procs, trace[0], ["break bump", "continue", "continue", "delete", "print counter",
+                                  "print bump(10)", "print counter", "next", "print counter",
+                                  "break bump", "continue", "print by", "reverse-continue", "print by",
+                                  "delete", "continue", "continue"])
+    assert values(r) == ["1", "11", "11", "3", "3", "2"], r
+    assert "exited normally" in r.out, r
