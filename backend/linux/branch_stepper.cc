@@ -125,6 +125,25 @@ std::optional<uint64_t> BranchStepper::insn_before_pc(LinuxThread& t, uint64_t p
   return insn_before(code_, c.block_start, pc);
 }
 
+bool BranchStepper::rep_string_at(uint64_t pc) const {
+  uint8_t code[15] = {};
+  size_t n = code_.reader()(pc, code);
+  bool rep = false;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t b = code[i];
+    if (b == 0xf2 || b == 0xf3) {
+      rep = true;
+    } else if (b == 0x66 || b == 0x67 || b == 0x2e || b == 0x3e || b == 0x26 || b == 0x36 || b == 0x64 ||
+               b == 0x65 || (b & 0xf0) == 0x40) {
+      continue;  // another prefix, or REX
+    } else {
+      bool string_op = (b >= 0xa4 && b <= 0xa7) || (b >= 0xaa && b <= 0xaf) || (b >= 0x6c && b <= 0x6f);
+      return rep && string_op;
+    }
+  }
+  return false;
+}
+
 void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
   BranchCursor& c = t.cursor;
   if (c.step_into_handler) {
@@ -136,9 +155,9 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
   }
   auto insn = code_.insn_at(c.step_from);
   if (!insn) return;
-  // Still at a string instruction that is no control flow: one iteration of `rep movs` and
-  // the like ran, nothing was taken (a `jmp .` to itself is flow, and taken).
-  if (pc == c.step_from && !insn->second) return;
+  // Still at a rep-prefixed string instruction: one iteration of `rep movs` and the like ran,
+  // nothing was taken.
+  if (pc == c.step_from && !insn->second && rep_string_at(pc)) return;
   if (pc != c.step_from + insn->first) {
     record(t, c.step_from, pc);
     c.block_start = pc;

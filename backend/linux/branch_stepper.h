@@ -88,6 +88,8 @@ class BranchStepper {
   // execute the control-flow instruction there for it and let it go on.
   void internal_hit(LinuxThread& t, uint64_t addr);
   // A single step of a traced thread ended at pc: record the branch it took.
+  // A rep-prefixed string instruction at pc (movs, stos, cmps, scas, lods, ins, outs).
+  bool rep_string_at(uint64_t pc) const;
   void record_step(LinuxThread& t, uint64_t pc);
   // Records the direct branches t has passed on its planned path.
   void commit_plan(LinuxThread& t, uint64_t pc);
