@@ -6,6 +6,7 @@ seen again after going back and forth, the same state after back and forward aga
 reverse-execution history." at both ends. A live program is not offered reverse execution."""
 import os
 import re
+import struct
 import subprocess
 
 import pytest
@@ -143,16 +144,37 @@ def test_watchpoint_backwards_into_a_system_call(procs, trace):
     assert re.search(r"#1\s+0x[0-9a-f]+ in main \(\) at .*:%d" % line_of("read-line"), r.out), r
 
 
+def signals_in_code(trace_dir):
+    """How many of the trace's signals arrived in the program's own code (trace_format.h: a
+    Signal record, kind 3, whose args[1] is kSignalInCode = 2; args[1] is at body offset 40)."""
+    events = (trace_dir / "events").read_bytes()
+    at, n = 0, 0
+    while at + 12 <= len(events):
+        _magic, kind, size = struct.unpack_from("<III", events, at)
+        if kind == 3 and struct.unpack_from("<Q", events, at + 12 + 40)[0] == 2:
+            n += 1
+        at += 12 + size
+    return n
+
+
 def test_reverse_over_timer_signals(procs, tmp_path):
     """SIGALRMs from a timer that arrived at nanosleep's return replay at their recorded places,
-    backwards too: going back before the third handler run undoes what it wrote."""
+    backwards too: going back before the third handler run undoes what it wrote. (A loaded
+    machine can deliver one in the program's own code instead, which reverse execution does not
+    cross yet, docs/record-replay.md: such a recording is made again.)"""
     prog = inferior("replay_prog")
     (tmp_path / "in.txt").write_text("x\n")
-    rec = subprocess.run([SERVER, "record", "-o", str(tmp_path / "t"), prog, str(tmp_path / "in.txt"), "alarm"],
-                         capture_output=True, timeout=120, cwd=str(tmp_path))
+    for attempt in range(5):
+        trace = tmp_path / ("t%d" % attempt)
+        rec = subprocess.run([SERVER, "record", "-o", str(trace), prog, str(tmp_path / "in.txt"), "alarm"],
+                             capture_output=True, timeout=120, cwd=str(tmp_path))
+        if signals_in_code(trace) == 0:
+            break
+    else:
+        pytest.skip("every recording had a SIGALRM in the program's own code (a loaded machine)")
     alarms = re.search(r"alarms=(\d+),(\d+),(\d+)", rec.stdout.decode())
     assert alarms, rec
-    srv = procs.server(["replay", "--once", "{COMM}", str(tmp_path / "t")])
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "break values_ready", "continue",
                          "watch alarm_count", "reverse-continue", "reverse-continue", "print alarm_at",
                          "print alarm_count", "continue", "print alarm_count"], prog=prog, timeout=240,
