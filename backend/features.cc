@@ -16,6 +16,7 @@ Features supported_features(const ProbeReport& probe) {
   f.stepbranch = true;         // software everywhere, PTRACE_SINGLEBLOCK where BTF works
   f.breakpoint_conditions = true;  // backend/points/breakpoint_conditions.h, agent_expr.h
   f.breakpoint_commands = true;
+  f.tracepoints = true;        // int3 sites collected by the server (backend/trace/)
   return f;
 }
 

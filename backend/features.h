@@ -20,6 +20,7 @@ struct Features {
   bool stepbranch = false;     // run a thread to its next taken branch
   bool breakpoint_conditions = false;  // Z0/Z1 agent-expression conditions evaluated at each hit
   bool breakpoint_commands = false;    // Z0/Z1 agent-expression commands (dprintf-style agent)
+  bool tracepoints = false;    // QTDP & co: GDB's tracepoints, collected at int3 hits (backend/trace/)
   bool reverse = false;        // bc/bs: only `branchstub replay` (backend/replay/replay_process.h)
 };
 

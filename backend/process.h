@@ -24,6 +24,7 @@
 #include "backend/memory_region.h"
 #include "backend/ptrace/launch.h"
 #include "backend/ptrace/registers.h"
+#include "backend/trace/trace_experiment.h"
 
 namespace backend {
 
@@ -234,6 +235,17 @@ class Process {
   }
   // What breakpoint commands printed (dprintf-style agent) since the last call.
   virtual std::string take_console_output() { return {}; }
+
+  // ---- tracepoints (backend/trace/) ----
+  // The experiment whose tracepoints this process collects (null: none; the caller keeps it
+  // alive while it is set). While it runs, a hit of one of its addresses is handed to it
+  // without a stop the client hears of (a client breakpoint there still stops), and
+  // while-stepping steps the thread on. sync_tracepoints(): its addresses changed (start,
+  // stop, a tracepoint defined or enabled while it runs).
+  virtual Result<void> set_trace_experiment(trace::TraceExperiment* /*experiment*/) {
+    return Error{EOPNOTSUPP, "Target does not support tracepoints."};
+  }
+  virtual void sync_tracepoints() {}
 
   // ---- information ----
   virtual Result<std::vector<uint8_t>> auxv() = 0;

@@ -19,6 +19,7 @@ std::string_view capability_name(Capability c) {
     case Capability::Reverse: return "reverse";
     case Capability::ConditionalBreakpoints: return "conditional-breakpoints";
     case Capability::BreakpointCommands: return "breakpoint-commands";
+    case Capability::Tracepoints: return "tracepoints";
     case Capability::Count: break;
   }
   return "?";

@@ -28,6 +28,7 @@ enum class Capability : uint8_t {
   Reverse,         // bc, bs: reverse execution (a replay)
   ConditionalBreakpoints,  // Z0/Z1 ;X conditions evaluated in the server
   BreakpointCommands,      // Z0/Z1 ;cmds: run in the server (dprintf-style agent)
+  Tracepoints,     // QTinit, QTDP, QTStart, qTStatus, QTFrame...: GDB's tracepoints
   Count
 };
 

@@ -17,6 +17,7 @@ std::span<const PacketRow> packet_table() {
     const std::span<const PacketRow> families[] = {
         general_rows(),     monitor_rows(), tls_rows(),     registers_memory_rows(), execution_rows(),
         breakpoints_rows(), xfer_rows(),    host_io_rows(), btrace_rows(),           lldb_rows(),
+        tracepoints_rows(),
     };
     auto one_letter = [](const PacketRow& row) {
       char c = row.name.empty() ? '\0' : row.name[0];

@@ -116,6 +116,15 @@ constexpr Row kRows[] = {
     {"QThreadEvents+", Capability::ThreadEvents, always, "QThreadEvents:0"},
     {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
     {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},
+    // Tracepoints as gdbserver lists them (FastTracepoints+ only once fast ones are served).
+    {"ConditionalTracepoints+", Capability::Tracepoints, always, "qTStatus"},
+    {"TraceStateVariables+", Capability::Tracepoints, always, "qTfV"},
+    {"TracepointSource+", Capability::Tracepoints, always, "QTDPsrc:1:0:at:0:0:"},
+    {"DisconnectedTracing+", Capability::Tracepoints, always, "QTDisconnected:0"},
+    {"InstallInTrace+", Capability::Tracepoints, always, "QTinit"},
+    {"EnableDisableTracepoints+", Capability::Tracepoints, always, "QTEnable:1:0"},
+    {"QTBuffer:size+", Capability::Tracepoints, always, "QTBuffer:size:-1"},
+    {"tracenz+", Capability::Tracepoints, always, ""},
     {"ReverseContinue+", Capability::Reverse, always, "bc"},
     {"ReverseStep+", Capability::Reverse, always, "bs"},
 };

@@ -79,6 +79,12 @@ struct Encoder {
   std::string operator()(const reply::MemoryRegion& r) const { return encode(r); }
   std::string operator()(const reply::WatchpointSlots& r) const { return encode(r); }
   std::string operator()(const reply::ThreadsInfo& r) const { return encode(r); }
+  std::string operator()(const reply::TraceStatus& r) const { return reply::encode(r); }
+  std::string operator()(const reply::TracepointHits& r) const { return reply::encode(r); }
+  std::string operator()(const reply::TraceVariableValue& r) const { return reply::encode(r); }
+  std::string operator()(const reply::TraceFrameFound& r) const { return reply::encode(r); }
+  std::string operator()(const reply::TraceUpload& r) const { return reply::encode(r); }
+  std::string operator()(const reply::TraceBufferData& r) const { return reply::encode(r); }
   std::string operator()(const reply::Encoded& e) const { return e.payload; }
 };
 

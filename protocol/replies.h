@@ -13,6 +13,7 @@
 #include "protocol/dialect.h"
 #include "protocol/lldb_replies.h"
 #include "protocol/stop_reply.h"
+#include "protocol/trace_replies.h"
 
 namespace protocol {
 
@@ -108,7 +109,9 @@ using Reply = std::variant<reply::NoReply, reply::Ok, reply::Unsupported, reply:
                            reply::ThreadList, reply::ThreadListEnd, reply::Attached, reply::ExecAndArgs, reply::XferChunk,
                            reply::ConsoleOutput, reply::FileResult, reply::FileError, reply::FileData,
                            reply::StepBranchSummary, reply::HostInfo, reply::ProcessInfo, reply::MemoryRegion,
-                           reply::WatchpointSlots, reply::ThreadsInfo, reply::Encoded>;
+                           reply::WatchpointSlots, reply::ThreadsInfo, reply::TraceStatus, reply::TracepointHits,
+                           reply::TraceVariableValue, reply::TraceFrameFound, reply::TraceUpload,
+                           reply::TraceBufferData, reply::Encoded>;
 
 // The payload of `reply` in the client's dialect (empty for NoReply: nothing is sent).
 std::string encode(const Reply& reply, const Dialect& dialect);

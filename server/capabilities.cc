@@ -17,6 +17,7 @@ protocol::Capabilities derive_capabilities(const backend::Features& f) {
   c.set(Capability::ThreadOptions, f.thread_options);
   c.set(Capability::StepBranch, f.stepbranch);
   c.set(Capability::Reverse, f.reverse);
+  c.set(Capability::Tracepoints, f.tracepoints);
   c.set(Capability::ConditionalBreakpoints, f.breakpoint_conditions);
   // Commands come in the same Z packets as conditions: no commands without conditions.
   c.set(Capability::BreakpointCommands, f.breakpoint_commands && f.breakpoint_conditions);

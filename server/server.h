@@ -110,6 +110,9 @@ class Server {
   // The coverage recording of the main process (monitor coverage, --coverage); null if none.
   // It stays after the process exited, until another process is started or attached.
   CoverageRun* coverage() { return coverage_.get(); }
+  // GDB's tracepoints: one experiment per server, as gdbserver's (it outlives a client that
+  // disconnects with disconnected tracing on).
+  backend::trace::TraceExperiment& trace_experiment() { return trace_; }
   CoverageRun& new_coverage(backend::Process& p);
 
  private:
@@ -163,6 +166,7 @@ class Server {
   backend::ThreadDb thread_db_;
   std::vector<std::string> last_run_;
   std::unique_ptr<CoverageRun> coverage_;
+  backend::trace::TraceExperiment trace_;
   bool coverage_mode_ = false;  // --coverage: no client, the server drives the program
 };
 

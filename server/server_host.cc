@@ -93,6 +93,7 @@ const protocol::Capabilities& Server::capabilities() {
     auto features = backend::supported_features(probe());
     features.intel_pt = trace_setup().pt;  // the same check, or the test build's PT feed
     features.reverse = options_.replay_dir.has_value();  // a replay runs backwards; a live program cannot
+    features.tracepoints = features.tracepoints && !options_.replay_dir;  // collected by int3s in a live program
     capabilities_ = derive_capabilities(features);
   }
   return *capabilities_;

@@ -115,6 +115,8 @@ class Session {
   std::string& xfer_snapshot(const std::string& key) { return xfer_cache_[key]; }
 
   HostIo& hostio() { return hostio_; }
+  // qTfP/qTfV: the definition lines still to upload (qTsP/qTsV take the next).
+  std::vector<std::string>& trace_upload() { return trace_upload_; }
 
   // Builds the stop reply (registers expedited, dialect applied) for an event.
   // `stepbranch` replies always name the mechanism, so scripts can tell us from gdbserver.
@@ -158,6 +160,7 @@ class Session {
   std::string last_sent_;   // for '-' retransmission in ack mode
   std::map<std::string, std::string> xfer_cache_;
   HostIo hostio_;
+  std::vector<std::string> trace_upload_;
   ReadAhead read_ahead_;
   uint64_t packets_seen_ = 0;  // a read-ahead is prepared only if no packet came in between
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for work posted to the loop

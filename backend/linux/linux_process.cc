@@ -183,6 +183,7 @@ void LinuxProcess::forget_process(StopEvent exit_event) {
   leader_exit_status_.reset();
   mem_.close();
   breakpoints_.clear();
+  tracepoint_sites_.clear();
   conditions_.clear();
   debug_.clear();
   watch_.clear();
@@ -200,6 +201,7 @@ Result<void> LinuxProcess::detach() {
   if (!alive_) return {};
   release_patches(true);  // the program goes on with its own code and no areas of ours
   breakpoints_.restore_all(mem_);
+  tracepoint_sites_.clear();
   for (auto& [tid, t] : threads_) {
     DebugRegisters::clear_thread(tid);
     int sig = t.deliver_signal;

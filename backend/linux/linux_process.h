@@ -147,6 +147,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool has_client_breakpoint(BreakpointKind kind, uint64_t addr) const override;
   Result<void> set_breakpoint_program(BreakpointKind kind, uint64_t addr, BreakpointProgram program) override;
   std::string take_console_output() override { return std::exchange(console_output_, {}); }
+  Result<void> set_trace_experiment(trace::TraceExperiment* experiment) override;
+  void sync_tracepoints() override;
 
   Result<std::vector<uint8_t>> auxv() override;
   Result<std::string> exe_path() override;
@@ -262,6 +264,15 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // true when the hit is reported. Otherwise it is already dealt with: passed, or left on the
   // breakpoint to be hit (and evaluated) again at the next resume while the process stops.
   bool client_hit_reported(LinuxThread& t, uint64_t addr, bool int3);
+  // ---- tracepoints (linux_process_tracepoints.cc) ----
+  // A hit of a tracepoint site: collected; true when the thread was taken care of (passed on,
+  // or left waiting on the site while the process stops), false when the client's breakpoint
+  // or another int3 of ours there decides what follows.
+  bool tracepoint_hit(LinuxThread& t, uint64_t addr);
+  // A while-stepping step ended (t.trace_steps): collect, step again or go on as before.
+  void trace_step_done(LinuxThread& t);
+  void step_onto_tracepoint(LinuxThread& t);
+  trace::HitSite hit_site(LinuxThread& t);
   // Evaluates the program at addr for t's hit (commands run, output kept): true to report it.
   bool hit_counts(LinuxThread& t, uint64_t addr);
   // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
@@ -324,6 +335,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   ProcMemory mem_;
   SoftwareBreakpoints breakpoints_;
   BreakpointConditions conditions_;
+  trace::TraceExperiment* experiment_ = nullptr;
+  std::set<uint64_t> tracepoint_sites_;  // int3s of ours for the experiment
   std::unique_ptr<SyscallInterceptor> interceptor_;  // replay's (set_syscall_interceptor)
   uint64_t interceptor_watch_ = 0;  // where its watch_pc() int3 is (0: none)
   // Moves the watch int3 to interceptor_->watch_pc() (after every interceptor call).

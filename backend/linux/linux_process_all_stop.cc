@@ -79,6 +79,13 @@ void LinuxProcess::report(LinuxThread& t, StopEvent ev) {
   if (t.watch_hit) ev = watch_event(t.tid, *t.watch_hit);
   t.watch_hit.reset();
   t.watch_step.reset();
+  if (t.trace_steps) {  // while-stepping ends at anything the client hears of
+    t.action = t.trace_steps->action;
+    t.trace_steps.reset();
+  }
+  // A step that ends on a tracepoint site collects there (the next resume steps over its
+  // int3 without a hit), as gdbserver's handle_tracepoints does at every stop.
+  if (ev.kind == StopKind::Step) step_onto_tracepoint(t);
   if (auto* over = std::get_if<run::StepOver>(&t.mode)) {
     (void)breakpoints_.lower(mem_, over->addr);
     set_mode(t, run::Normal{});

@@ -74,6 +74,7 @@ void LinuxProcess::handle_exec() {
   LinuxThread& leader = threads_.emplace(pid_, LinuxThread{pid_}).first->second;
   leader.resumed = non_stop_;
   breakpoints_.clear();
+  tracepoint_sites_.clear();  // the new image's code: sites go in again if it has them
   conditions_.clear();
   code_cache_.clear();
   stepper_.patch_reset();

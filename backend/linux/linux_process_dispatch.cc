@@ -281,6 +281,7 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
     // int3 leaves pc after itself: rewind to the breakpoint address.
     set_pc(t.tid, pc - 1);
     if (interceptor_watch_ && pc - 1 == interceptor_watch_ && interceptor_watch_hit(t, pc - 1)) return;
+    if (breakpoints_.has(pc - 1, BreakpointOwner::Tracepoint) && tracepoint_hit(t, pc - 1)) return;
     if (!breakpoints_.has_client(pc - 1)) return handle_internal_int3(t, pc - 1);
     if (conditions_.any_at(pc - 1) && !client_hit_reported(t, pc - 1, true)) return;
     bool hardware = breakpoints_.client_is_hardware(pc - 1);
@@ -393,6 +394,7 @@ void LinuxProcess::handle_step_done(LinuxThread& t, int si_code, std::optional<u
     t.cursor.step_from = 0;
     if (t.in<run::Normal>() || t.in<run::Traced>()) return proceed(t);
   }
+  if (t.trace_steps) return trace_step_done(t);
   if (auto* sb = std::get_if<run::StepBranch>(&t.mode))
     return sb->singleblock ? stepper_.stepbranch_singleblock_done(t, si_code, dr6) : stepper_.stepbranch_step_done(t);
   uint64_t pc = get_pc(t.tid);

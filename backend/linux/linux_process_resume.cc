@@ -114,7 +114,7 @@ void LinuxProcess::start_deferred() {
       continue;
     }
     int signo = it->second.signo;
-    if (signo == 0 && it->second.kind != ResumeKind::Stop && !watch_stepping()) {
+    if (signo == 0 && it->second.kind != ResumeKind::Stop && !watch_stepping() && !t->trace_steps) {
       auto insn = code_cache_.insn_at(pc);
       if (insn && insn->second && flow_is_emulatable(insn->second->kind)) {
         if (auto out = stepper_.emulate(*t, *insn->second)) {

@@ -103,6 +103,15 @@ struct LinuxThread {
   bool stashed = false;
   long request = 0;
   std::optional<StopEvent> last_event;
+  // While-stepping after a tracepoint hit (backend/trace/): single steps collecting the
+  // tracepoint's step actions, `left` more; the client's own action is kept to go on with.
+  struct TraceSteps {
+    uint32_t tracepoint = 0;
+    uint64_t addr = 0;
+    uint64_t left = 0;
+    ResumeAction action;
+  };
+  std::optional<TraceSteps> trace_steps;
   // Its registers as last read while it stayed stopped (dropped when it runs, a status comes,
   // or the client writes them): what a read answers once it has died since, killed from
   // outside while stopped, as gdbserver answers from its register cache.

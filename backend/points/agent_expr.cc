@@ -488,11 +488,42 @@ class Machine {
       }
       case kPrintf: return printf_op(operand);
       case kTrace: case kTraceQuick: case kTrace16: case kTracev: case kTracenz:
-        return stop(Fault::Unsupported, std::string(name) + ": a tracepoint collection op, not valid in a condition or command");
+        return trace_op(op, name, operand);
       case kFloat: case kRefFloat: case kRefDouble: case kRefLongDouble: case kLToD: case kDToL:
         return stop(Fault::Unsupported, std::string(name) + ": floating point is not supported");
       default:
         return stop(Fault::BadOpcode, std::string(name) + ": not handled");
+    }
+  }
+
+  // Collection ops: trace (addr size =>), trace_quick n / trace16 n (addr => addr),
+  // tracenz (addr limit =>), tracev n (=>).
+  bool trace_op(Op op, const char* name, std::span<const uint8_t> operand) {
+    bool collecting = op == kTracev ? static_cast<bool>(ctx_.collect_variable)
+                                    : op == kTracenz ? static_cast<bool>(ctx_.collect_string)
+                                                     : static_cast<bool>(ctx_.collect_memory);
+    if (!collecting)
+      return stop(Fault::Unsupported, std::string(name) + ": a tracepoint collection op, not valid in a condition or command");
+    switch (op) {
+      case kTracev: {
+        int tsv = static_cast<int>(big_endian(operand));
+        if (!ctx_.collect_variable(tsv))
+          return stop(Fault::TsvUnavailable, "tracev: no trace state variable " + std::to_string(tsv));
+        return true;
+      }
+      case kTraceQuick: case kTrace16:
+        if (!need(1, name)) return false;
+        if (!ctx_.collect_memory(stack_.back(), big_endian(operand)))
+          return stop(Fault::MemoryUnreadable, std::string(name) + ": cannot read memory at " + hex(stack_.back()));
+        return true;
+      default: {  // trace, tracenz
+        if (!need(2, name)) return false;
+        uint64_t len = pop();
+        uint64_t addr = pop();
+        bool ok = op == kTrace ? ctx_.collect_memory(addr, len) : ctx_.collect_string(addr, len);
+        if (!ok) return stop(Fault::MemoryUnreadable, std::string(name) + ": cannot read memory at " + hex(addr));
+        return true;
+      }
     }
   }
 

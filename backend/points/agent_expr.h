@@ -38,6 +38,12 @@ struct Context {
   std::function<bool(int tsv, int64_t value)> set_tsv;
   // printf output, one call per printf op with its whole text (dprintf-style agent).
   std::function<void(std::string_view text)> out;
+  // Tracepoint collection (trace, trace_quick, trace16, tracenz, tracev), set only while a
+  // tracepoint's actions run; unset, those ops fault (never valid in a condition or command).
+  // collect_string keeps the bytes up to the first NUL, at most `limit`.
+  std::function<bool(uint64_t addr, uint64_t len)> collect_memory;
+  std::function<bool(uint64_t addr, uint64_t limit)> collect_string;
+  std::function<bool(int tsv)> collect_variable;
 };
 
 struct Limits {

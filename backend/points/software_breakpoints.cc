@@ -16,6 +16,7 @@ int& SoftwareBreakpoints::refs_of(Entry& e, BreakpointOwner owner) {
   switch (owner) {
     case BreakpointOwner::Client: return e.client_refs;
     case BreakpointOwner::ClientHardware: return e.hardware_refs;
+    case BreakpointOwner::Tracepoint: return e.tracepoint_refs;
     case BreakpointOwner::Internal: break;
   }
   return e.internal_refs;
@@ -64,7 +65,8 @@ Result<void> SoftwareBreakpoints::remove(const ProcMemory& mem, uint64_t addr, B
   int& refs = refs_of(it->second, owner);
   if (refs == 0) return Error{ENOENT, fmt::format("No breakpoint at {:#x}", addr)};
   --refs;
-  if (it->second.client_refs + it->second.hardware_refs + it->second.internal_refs > 0) return {};
+  if (it->second.client_refs + it->second.hardware_refs + it->second.internal_refs + it->second.tracepoint_refs > 0)
+    return {};
   Entry e = it->second;
   table_.erase(it);
   if (e.lifted) {

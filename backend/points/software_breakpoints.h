@@ -14,8 +14,9 @@
 namespace backend {
 
 // ClientHardware: a client's hardware breakpoint (Z1) emulated with an int3 where the debug
-// registers do not trap; it is reported as a hardware breakpoint.
-enum class BreakpointOwner { Client, ClientHardware, Internal };
+// registers do not trap; it is reported as a hardware breakpoint. Tracepoint: a running trace
+// experiment's site (its hits are collected, never reported).
+enum class BreakpointOwner { Client, ClientHardware, Internal, Tracepoint };
 
 class SoftwareBreakpoints {
  public:
@@ -69,6 +70,7 @@ class SoftwareBreakpoints {
     int client_refs = 0;
     int hardware_refs = 0;
     int internal_refs = 0;
+    int tracepoint_refs = 0;
     bool lifted = false;
   };
   static int& refs_of(Entry& e, BreakpointOwner owner);

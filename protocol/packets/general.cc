@@ -139,7 +139,6 @@ constexpr PacketRow kRows[] = {
     {"qAttached", false, p_attached},
     {"qOffsets", true, make<QueryOffsets>},
     {"qSymbol:", false, [](string_view a) -> Request { return QuerySymbol{std::string(a)}; }},
-    {"qTStatus", true, make<QueryTStatus>},
     {"qExecAndArgs", true, make<QueryExecAndArgs>},
     {"QNonStop:", false, [](string_view a) { return p_switch<SetNonStop>(a, "QNonStop: bad value"); }},
     {"QPassSignals:", false, [](string_view a) { return p_signals(a, true); }},

@@ -25,7 +25,6 @@ struct ThreadInfoNext {};                                         // qsThreadInf
 struct QueryAttached { std::optional<int> pid; };                 // qAttached[:pid]
 struct QueryOffsets {};                                           // qOffsets
 struct QuerySymbol { std::string raw; };                          // qSymbol:...
-struct QueryTStatus {};                                           // qTStatus (empty reply)
 struct SetNonStop { bool on = false; };                           // QNonStop:0/1
 struct SetPassSignals { std::vector<int> gdb_signals; };          // QPassSignals:..
 struct SetProgramSignals { std::vector<int> gdb_signals; };       // QProgramSignals:..
@@ -55,7 +54,7 @@ struct SetThreadOptions { std::vector<ThreadOptionsEntry> entries; };
 using GeneralPackets = PacketList<
     QuerySupported, MustReplyEmpty, StartNoAckMode, EnableExtendedMode, QueryHaltReason, SetThread,
     QueryCurrentThread, ThreadAlive, ThreadInfoFirst, ThreadInfoNext, QueryAttached, QueryOffsets,
-    QuerySymbol, QueryTStatus, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
+    QuerySymbol, SetNonStop, SetPassSignals, SetProgramSignals, SetDisableRandomization,
     SetStartupWithShell, SetEnvironment, UnsetEnvironment, ResetEnvironment, SetWorkingDir,
     SetCatchSyscalls, SetThreadEvents, QueryExecAndArgs, SetThreadOptions>;
 

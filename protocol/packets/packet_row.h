@@ -28,6 +28,7 @@ std::span<const PacketRow> xfer_rows();
 std::span<const PacketRow> host_io_rows();
 std::span<const PacketRow> btrace_rows();
 std::span<const PacketRow> lldb_rows();
+std::span<const PacketRow> tracepoints_rows();
 
 // Every family's rows joined, in the order parse_request tries them (packets.cc).
 std::span<const PacketRow> packet_table();

@@ -16,6 +16,7 @@
 #include "protocol/packets/packet_list.h"
 #include "protocol/packets/registers_memory.h"
 #include "protocol/packets/tls.h"
+#include "protocol/packets/tracepoints.h"
 #include "protocol/packets/xfer.h"
 
 namespace protocol {
@@ -40,6 +41,6 @@ struct JoinPackets<PacketList<First...>, PacketList<Second...>, Rest...>
 
 using Request = detail::JoinPackets<GeneralPackets, MonitorPackets, TlsPackets, RegistersMemoryPackets,
                                     ExecutionPackets, BreakpointsPackets, XferPackets, HostIoPackets,
-                                    BtracePackets, LldbPackets, PacketList<Malformed, Unknown>>::Variant;
+                                    BtracePackets, LldbPackets, TracepointsPackets, PacketList<Malformed, Unknown>>::Variant;
 
 }  // namespace protocol

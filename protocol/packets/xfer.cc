@@ -58,6 +58,7 @@ const std::vector<XferObject>& xfer_objects() {
       {"threads", false, Capability::Base},        {"exec-file", false, Capability::Base},
       {"osdata", false, Capability::Base},         {"btrace", false, Capability::BtraceBts},
       {"btrace-conf", false, Capability::BtraceBts},
+      {"traceframe-info", false, Capability::Tracepoints},
   };
   return objects;
 }

@@ -194,7 +194,6 @@ Reply handle(Session& s, const QueryAttached& q) {
 
 Reply handle(Session&, const QueryOffsets&) { return reply::Unsupported{}; }
 Reply handle(Session&, const QuerySymbol&) { return reply::Ok{}; }
-Reply handle(Session&, const QueryTStatus&) { return reply::Unsupported{}; }
 Reply handle(Session& s, const SetNonStop& n) {
   if (n.on && !s.server().capabilities().has(protocol::Capability::NonStop))
     return error_reply(EOPNOTSUPP, "Non-stop mode is not supported.");

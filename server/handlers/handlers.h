@@ -1,6 +1,6 @@
 // One handler per request type; Session::dispatch picks the overload with std::visit.
 // Grouped by feature: general.cc, registers_memory.cc, execution.cc, breakpoints.cc, xfer.cc,
-// host_io.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc.
+// host_io.cc, btrace.cc, lldb.cc, tls.cc, monitor.cc, tracepoints.cc.
 #pragma once
 
 #include <cerrno>
@@ -33,7 +33,6 @@ Reply handle(Session&, const ThreadInfoNext&);
 Reply handle(Session&, const QueryAttached&);
 Reply handle(Session&, const QueryOffsets&);
 Reply handle(Session&, const QuerySymbol&);
-Reply handle(Session&, const QueryTStatus&);
 Reply handle(Session&, const SetNonStop&);
 Reply handle(Session&, const SetPassSignals&);
 Reply handle(Session&, const SetProgramSignals&);
@@ -48,6 +47,33 @@ Reply handle(Session&, const SetThreadEvents&);
 Reply handle(Session&, const SetThreadOptions&);
 Reply handle(Session&, const Malformed&);
 Reply handle(Session&, const Unknown&);
+
+// tracepoints.cc
+Reply handle(Session&, const TraceInit&);
+Reply handle(Session&, const TraceDefine&);
+Reply handle(Session&, const TraceDefineActions&);
+Reply handle(Session&, const TraceDefineSource&);
+Reply handle(Session&, const TraceDefineVariable&);
+Reply handle(Session&, const TraceReadOnlyRegions&);
+Reply handle(Session&, const TraceStart&);
+Reply handle(Session&, const TraceStop&);
+Reply handle(Session&, const TraceStatusQuery&);
+Reply handle(Session&, const TracepointStatusQuery&);
+Reply handle(Session&, const TraceVariableQuery&);
+Reply handle(Session&, const TraceFrameSelect&);
+Reply handle(Session&, const TraceBufferCircular&);
+Reply handle(Session&, const TraceBufferSize&);
+Reply handle(Session&, const TraceDisconnected&);
+Reply handle(Session&, const TraceNotes&);
+Reply handle(Session&, const TraceUploadPoints&);
+Reply handle(Session&, const TraceUploadVariables&);
+Reply handle(Session&, const TraceBufferRead&);
+Reply handle(Session&, const TraceEnable&);
+// The frame tfind selected (nullopt: the live program): what g/p/m read instead.
+std::optional<size_t> selected_trace_frame(Session& s);
+Reply trace_frame_registers(Session& s, std::optional<int> regno);
+Reply trace_frame_memory(Session& s, const ReadMemory& m);
+std::optional<std::string> traceframe_info_document(Session& s, Reply& error_out);
 
 // registers_memory.cc
 Reply handle(Session&, const ReadRegisters&);

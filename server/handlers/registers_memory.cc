@@ -25,6 +25,7 @@ reply::RegisterValue register_value(const backend::RegisterFile& regs, const bac
 Reply handle(Session& s, const ReadRegisters& r) {
   auto* p = s.process();
   if (!p) return no_process();
+  if (selected_trace_frame(s)) return trace_frame_registers(s, std::nullopt);
   auto regs = p->read_registers(s.thread_for(r.thread_suffix));
   if (!regs) return error_reply(regs.error());
   reply::Registers out;
@@ -35,6 +36,7 @@ Reply handle(Session& s, const ReadRegisters& r) {
 Reply handle(Session& s, const WriteRegisters& w) {
   auto* p = s.process();
   if (!p) return no_process();
+  if (selected_trace_frame(s)) return error_reply(EROFS, "Cannot change a trace frame.");
   pid_t tid = s.thread_for(w.thread_suffix);
   auto regs = p->read_registers(tid);
   if (!regs) return error_reply(regs.error());
@@ -49,6 +51,7 @@ Reply handle(Session& s, const ReadRegister& r) {
   if (!p) return no_process();
   const auto& layout = p->register_layout();
   if (r.regno < 0 || r.regno >= static_cast<int>(layout.regs.size())) return error_reply(EINVAL, "No such register.");
+  if (selected_trace_frame(s)) return trace_frame_registers(s, r.regno);
   // LLDB reads registers one `p` at a time: fetch only the set the register is in.
   auto set = backend::is_general_register(r.regno) ? backend::RegisterSet::General : backend::RegisterSet::All;
   auto regs = p->read_registers(s.thread_for(r.thread_suffix), set);
@@ -59,6 +62,7 @@ Reply handle(Session& s, const ReadRegister& r) {
 Reply handle(Session& s, const WriteRegister& w) {
   auto* p = s.process();
   if (!p) return no_process();
+  if (selected_trace_frame(s)) return error_reply(EROFS, "Cannot change a trace frame.");
   const auto& layout = p->register_layout();
   if (w.regno < 0 || w.regno >= static_cast<int>(layout.regs.size())) return error_reply(EINVAL, "No such register.");
   const auto& info = layout.regs[w.regno];
@@ -77,6 +81,7 @@ Reply handle(Session& s, const ReadMemory& m) {
   // Nothing to read: GDB gets "b", LLDB's probe "x0,0" (sent before any process) "OK".
   if (m.binary && m.length == 0) return reply::BinaryMemory{};
   if (!p) return error_reply(ESRCH, "No process.", ErrorForm::Code);
+  if (selected_trace_frame(s)) return trace_frame_memory(s, m);
   std::vector<uint8_t> buffer(std::min(m.length, kMaxMemoryRead));
   auto n = p->read_memory(m.addr, buffer);
   // Older GDBs read a failed m reply as a numeric code only (E.text once error-message+).
@@ -90,6 +95,7 @@ Reply handle(Session& s, const ReadMemory& m) {
 Reply handle(Session& s, const WriteMemory& w) {
   auto* p = s.process();
   if (!p) return no_process();
+  if (selected_trace_frame(s)) return error_reply(EROFS, "Cannot change a trace frame.");
   if (w.data.empty()) return reply::Ok{};  // GDB's "X addr,0:" probe
   auto n = p->write_memory(w.addr, w.data);
   if (!n) return error_reply(n.error());

@@ -46,6 +46,7 @@ std::optional<std::string> build_document(Session& s, const XferRead& x, Reply& 
   auto* p = s.process();
   if (x.object == "btrace") return btrace_document(s, x.annex, error_out);
   if (x.object == "btrace-conf") return btrace_conf_document(s, error_out);
+  if (x.object == "traceframe-info") return traceframe_info_document(s, error_out);
   if (x.object == "osdata") {
     // System-wide, no process needed. An unknown type is an empty document (gdbserver).
     auto table = backend::read_osdata(x.annex);

@@ -50,7 +50,7 @@ GDB_TARBALL=gdb_$GDB_UPSTREAM.orig.tar.xz
 GDB_TARBALL_SHA256=d861181d5fa473787ed647895ec22d6ab001bb0a2354d76537fc0d6e244f5a15
 GDB=/usr/bin/gdb
 
-all_sets=(server server-ext btrace btrace-ext multi-ext reverse)
+all_sets=(server server-ext btrace btrace-ext multi-ext reverse trace)
 
 die() { echo "gdb-testsuite: $*" >&2; exit 2; }
 say() { echo "gdb-testsuite: $*"; }
@@ -84,6 +84,7 @@ files_of() {
     btrace|btrace-ext) (cd "$ts" && printf '%s\n' gdb.btrace/*.exp gdb.python/py-record-btrace*.exp) ;;
     multi-ext) (cd "$ts" && printf '%s\n' gdb.multi/*.exp) ;;
     reverse) (cd "$ts" && printf '%s\n' gdb.reverse/*.exp) ;;
+    trace) (cd "$ts" && printf '%s\n' gdb.trace/*.exp) ;;
   esac
 }
 

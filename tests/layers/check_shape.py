@@ -17,7 +17,7 @@ BASE = {"backend/error.h", "backend/memory_region.h", "backend/btrace/branch.h",
 LEVELS = [
     ("backend/ptrace/", 1), ("backend/x86/", 1), ("backend/host/", 1),
     ("backend/points/", 2), ("backend/engine/", 2),
-    ("backend/btrace/", 3), ("backend/coverage/", 3), ("backend/probe/", 3),
+    ("backend/btrace/", 3), ("backend/coverage/", 3), ("backend/probe/", 3), ("backend/trace/", 3),
     ("backend/", 4),
     ("backend/linux/", 5), ("backend/tls/", 5),
     ("backend/replay/", 6),

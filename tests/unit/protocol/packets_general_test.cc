@@ -45,7 +45,7 @@ TEST_CASE("general queries", "[packets][general]") {
   CHECK(malformed("qAttached:zz"));
   as<QueryOffsets>("qOffsets");
   CHECK(as<QuerySymbol>("qSymbol::").raw == ":");
-  as<QueryTStatus>("qTStatus");
+  as<TraceStatusQuery>("qTStatus");
   CHECK(as<SetNonStop>("QNonStop:1").on);
   CHECK_FALSE(as<SetNonStop>("QNonStop:0").on);
   CHECK(unknown("qCRC:0,10"));

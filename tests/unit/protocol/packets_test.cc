@@ -128,7 +128,7 @@ TEST_CASE("every packet name of the single table parses to the same request type
   as<QueryAttached>("qAttached:1");
   as<QueryOffsets>("qOffsets");
   as<QuerySymbol>("qSymbol::");
-  as<QueryTStatus>("qTStatus");
+  as<TraceStatusQuery>("qTStatus");
   as<SetNonStop>("QNonStop:1");
   as<SetPassSignals>("QPassSignals:e;");
   as<SetProgramSignals>("QProgramSignals:e;");
