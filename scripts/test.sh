@@ -134,7 +134,7 @@ if [[ $build_ok == 1 ]]; then
     # Its own deadline comes first, so that a slow run still reports which lines it lost.
     gts_timeout=${GDB_TESTSUITE_TIMEOUT:-600}
     BRANCHSTUB_BUILD=$build_dir GDB_TESTSUITE_DEADLINE=${GDB_TESTSUITE_DEADLINE:-$((gts_timeout - 90))} \
-      run_stage "gdb testsuite (gdb.server, gdb.btrace, gdb.multi, gdb.reverse)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
+      run_stage "gdb testsuite (gdb.server, gdb.btrace, gdb.multi, gdb.reverse, gdb.trace)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
   else
     skip_stage "gdb testsuite" "tests/gdb-testsuite/run.sh not in the tree yet"
   fi

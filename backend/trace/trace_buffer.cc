@@ -144,9 +144,6 @@ std::vector<uint8_t> TraceBuffer::raw(uint64_t offset, uint64_t len) const {
     if (out.size() >= len) break;
     take(f);
   }
-  // The end: a frame header with tracepoint 0 and no data (GDB reads 6 bytes of it).
-  static const uint8_t kEnd[6] = {};
-  if (out.size() < len) take(kEnd);
   return out;
 }
 

@@ -4,7 +4,7 @@
 //     'R' + the register block (the whole register file in the target description's order)
 //     'M' + address (8) + length (2) + the bytes
 //     'V' + variable number (4) + value (8)
-// A frame header whose tracepoint number is 0 (and size 0) ends the data. Frames are numbered from 0, the oldest
+// In a file, a frame header whose tracepoint number is 0 ends the data. Frames are numbered from 0, the oldest
 // kept first; a circular buffer drops the oldest to make room, a linear one refuses the frame.
 #pragma once
 
@@ -74,7 +74,8 @@ class TraceBuffer {
   // A circular buffer drops the oldest frames; a frame bigger than the buffer is refused.
   bool add(std::vector<uint8_t> frame);
   FrameView frame(size_t number) const { return FrameView(frames_.at(number)); }
-  // The raw data from byte `offset`, as frames in order then the 6-byte end marker (qTBuffer).
+  // The raw data from byte `offset`, the frames in order (qTBuffer; nothing at the end: GDB's
+  // tsave then writes the end marker itself, as with gdbserver's buffer).
   std::vector<uint8_t> raw(uint64_t offset, uint64_t len) const;
 
  private:

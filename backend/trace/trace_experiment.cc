@@ -60,8 +60,10 @@ Result<void> TraceExperiment::add_actions(uint32_t number, uint64_t addr, std::v
   Tracepoint* tp = find_mut(number, addr);
   if (!tp) return Error{ENOENT, "Tracepoint " + std::to_string(number) + " at this address is not defined."};
   for (auto& a : actions) {
-    (a.stepping ? tp->step_actions : tp->actions).push_back(std::move(a.action));
-    (a.stepping ? tp->step_action_texts : tp->action_texts).push_back(std::move(a.text));
+    // GDB puts the 'S' on the first while-stepping packet only (gdbserver keeps it on).
+    bool stepping = tp->stepping_started = tp->stepping_started || a.stepping;
+    (stepping ? tp->step_actions : tp->actions).push_back(std::move(a.action));
+    (stepping ? tp->step_action_texts : tp->action_texts).push_back(std::move(a.text));
   }
   return {};
 }

@@ -41,6 +41,7 @@ struct Tracepoint {
   std::vector<TraceAction> actions;        // at the hit
   std::vector<TraceAction> step_actions;   // at each while-stepping step
   // The client's texts as it sent them (QTDPsrc) and the action strings (qTfP uploads them).
+  bool stepping_started = false;  // an 'S' came: later action packets are while-stepping too
   std::vector<std::string> sources;
   std::vector<std::string> action_texts;       // each action as received ("R…", "M…", "X…")
   std::vector<std::string> step_action_texts;  // the while-stepping ones

@@ -150,12 +150,15 @@ Reply handle(Session& s, const TracepointStatusQuery& q) {
 
 Reply handle(Session& s, const TraceVariableQuery& q) {
   auto& e = experiment(s);
-  if (auto frame = e.selected()) {  // the value the frame collected, else unknown
+  if (auto frame = e.selected()) {  // the value the frame collected last, else unknown
+    std::optional<int64_t> value;
     for (const auto& [n, v] : e.frame(*frame).variables(e.register_block_size()))
-      if (n == q.number) return reply::TraceVariableValue{v};
-    return reply::TraceVariableValue{};
+      if (n == q.number) value = v;
+    return reply::TraceVariableValue{value};
   }
-  return reply::TraceVariableValue{e.variable(q.number, now_usec())};
+  auto st = e.status();
+  if (!st.running && st.reason == backend::trace::StopReason::NotRun) return reply::TraceVariableValue{};
+  return reply::TraceVariableValue{e.variable(q.number, now_usec()).value_or(0)};
 }
 
 Reply handle(Session& s, const TraceFrameSelect& f) {
@@ -229,8 +232,10 @@ Reply handle(Session& s, const TraceUploadVariables& u) {
   if (u.first) {
     auto& lines = s.trace_upload();
     lines.clear();
-    for (const auto& [n, v] : experiment(s).variables())
-      lines.push_back(protocol::variable_upload_line(n, v.initial, v.builtin, v.name));
+    // Newest first, as gdbserver keeps them (GDB numbers them in the order they were made).
+    const auto& vars = experiment(s).variables();
+    for (auto it = vars.rbegin(); it != vars.rend(); ++it)
+      lines.push_back(protocol::variable_upload_line(it->first, it->second.initial, it->second.builtin, it->second.name));
   }
   return next_upload(s);
 }

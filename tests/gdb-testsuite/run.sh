@@ -10,7 +10,7 @@
 # others on native-gdbserver; reverse (gdb.reverse/*.exp) on boards/branchstub-replay.exp, server
 # replay-server.sh, which records the program with `branchstub record` and serves it with
 # `branchstub replay` (reverse execution by the server: gdb,can_reverse 1, gdb,use_precord 0).
-# Default: all six.
+# trace (gdb.trace/*.exp: tracepoints) on native-gdbserver. Default: all seven.
 # SET:FILE runs one file, e.g. server-ext:gdb.server/abspath.exp.
 #
 # The run fails (exit 1) when a line of expected/<set>.pass does not PASS now; each lost line
