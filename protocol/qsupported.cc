@@ -64,6 +64,7 @@ namespace {
 // Listed when the server has the capability and the dialect agrees.
 using Condition = bool (*)(const Dialect&);
 constexpr bool always(const Dialect&) { return true; }
+constexpr bool gdb_only(const Dialect& d) { return !d.lldb; }
 
 struct Row {
   std::string_view name;
@@ -117,14 +118,14 @@ constexpr Row kRows[] = {
     {"no-resumed+", Capability::NoResumed, [](const Dialect& d) { return d.no_resumed; }, ""},
     {"stepbranch+", Capability::StepBranch, always, "stepbranch:1"},
     // Tracepoints as gdbserver lists them (FastTracepoints+ only once fast ones are served).
-    {"ConditionalTracepoints+", Capability::Tracepoints, always, "qTStatus"},
-    {"TraceStateVariables+", Capability::Tracepoints, always, "qTfV"},
-    {"TracepointSource+", Capability::Tracepoints, always, "QTDPsrc:1:0:at:0:0:"},
-    {"DisconnectedTracing+", Capability::Tracepoints, always, "QTDisconnected:0"},
-    {"InstallInTrace+", Capability::Tracepoints, always, "QTinit"},
-    {"EnableDisableTracepoints+", Capability::Tracepoints, always, "QTEnable:1:0"},
-    {"QTBuffer:size+", Capability::Tracepoints, always, "QTBuffer:size:-1"},
-    {"tracenz+", Capability::Tracepoints, always, ""},
+    {"ConditionalTracepoints+", Capability::Tracepoints, gdb_only, "qTStatus"},
+    {"TraceStateVariables+", Capability::Tracepoints, gdb_only, "qTfV"},
+    {"TracepointSource+", Capability::Tracepoints, gdb_only, "QTDPsrc:1:0:at:0:0:"},
+    {"DisconnectedTracing+", Capability::Tracepoints, gdb_only, "QTDisconnected:0"},
+    {"InstallInTrace+", Capability::Tracepoints, gdb_only, "QTinit"},
+    {"EnableDisableTracepoints+", Capability::Tracepoints, gdb_only, "QTEnable:1:0"},
+    {"QTBuffer:size+", Capability::Tracepoints, gdb_only, "QTBuffer:size:-1"},
+    {"tracenz+", Capability::Tracepoints, gdb_only, ""},
     {"ReverseContinue+", Capability::Reverse, always, "bc"},
     {"ReverseStep+", Capability::Reverse, always, "bs"},
 };

@@ -499,18 +499,13 @@ class Machine {
   // Collection ops: trace (addr size =>), trace_quick n / trace16 n (addr => addr),
   // tracenz (addr limit =>), tracev n (=>).
   bool trace_op(Op op, const char* name, std::span<const uint8_t> operand) {
-    bool collecting = op == kTracev ? static_cast<bool>(ctx_.collect_variable)
-                                    : op == kTracenz ? static_cast<bool>(ctx_.collect_string)
-                                                     : static_cast<bool>(ctx_.collect_memory);
-    if (!collecting)
+    if (!(op == kTracev ? static_cast<bool>(ctx_.collect_variable)
+                        : op == kTracenz ? static_cast<bool>(ctx_.collect_string) : static_cast<bool>(ctx_.collect_memory)))
       return stop(Fault::Unsupported, std::string(name) + ": a tracepoint collection op, not valid in a condition or command");
     switch (op) {
-      case kTracev: {
-        int tsv = static_cast<int>(big_endian(operand));
-        if (!ctx_.collect_variable(tsv))
-          return stop(Fault::TsvUnavailable, "tracev: no trace state variable " + std::to_string(tsv));
-        return true;
-      }
+      case kTracev:
+        if (ctx_.collect_variable(static_cast<int>(big_endian(operand)))) return true;
+        return stop(Fault::TsvUnavailable, "tracev: no trace state variable " + std::to_string(big_endian(operand)));
       case kTraceQuick: case kTrace16:
         if (!need(1, name)) return false;
         if (!ctx_.collect_memory(stack_.back(), big_endian(operand)))
@@ -518,11 +513,9 @@ class Machine {
         return true;
       default: {  // trace, tracenz
         if (!need(2, name)) return false;
-        uint64_t len = pop();
-        uint64_t addr = pop();
-        bool ok = op == kTrace ? ctx_.collect_memory(addr, len) : ctx_.collect_string(addr, len);
-        if (!ok) return stop(Fault::MemoryUnreadable, std::string(name) + ": cannot read memory at " + hex(addr));
-        return true;
+        uint64_t len = pop(), addr = pop();
+        if (op == kTrace ? ctx_.collect_memory(addr, len) : ctx_.collect_string(addr, len)) return true;
+        return stop(Fault::MemoryUnreadable, std::string(name) + ": cannot read memory at " + hex(addr));
       }
     }
   }

@@ -247,7 +247,7 @@ bool TraceExperiment::collect(const Tracepoint& tp, std::span<const TraceAction>
     }
   }
   std::vector<uint8_t> bytes = frame.finish();
-  uint64_t n = bytes.size();
+  uint64_t n = frame.size();  // qTP's usage: block bytes, without the frame header (gdbserver)
   if (!buffer_.add(std::move(bytes))) return false;
   if (Tracepoint* t = find_mut(tp.number, tp.addr)) t->bytes_used += n;
   return true;

@@ -49,7 +49,7 @@ TEST_CASE("general queries", "[packets][general]") {
   CHECK(as<SetNonStop>("QNonStop:1").on);
   CHECK_FALSE(as<SetNonStop>("QNonStop:0").on);
   CHECK(unknown("qCRC:0,10"));
-  CHECK(unknown("qTfV"));
+  CHECK(unknown("qTfX"));
   CHECK(unknown(""));
   CHECK(unknown("qSupportedX"));
 }

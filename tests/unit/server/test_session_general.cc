@@ -19,9 +19,11 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;binary-upload+;QCatchSyscalls+;QStartNoAckMode+;"
         "multiprocess+;fork-events+;vfork-events+;exec-events+;QNonStop+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
         "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadOptions=3;QThreadEvents+;no-resumed+;stepbranch+;"
+        "ConditionalTracepoints+;TraceStateVariables+;TracepointSource+;DisconnectedTracing+;InstallInTrace+;"
+        "EnableDisableTracepoints+;QTBuffer:size+;tracenz+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
         "qXfer:siginfo:write+;qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;"
-        "qXfer:btrace:read+;qXfer:btrace-conf:read+");
+        "qXfer:btrace:read+;qXfer:btrace-conf:read+;qXfer:traceframe-info:read+");
   auto& d = h.session().dialect();
   CHECK_FALSE(d.lldb);
   CHECK(d.multiprocess);
@@ -46,7 +48,7 @@ TEST_CASE("session: qSupported from LLDB lists native-signals and no breakpoint 
         "qXfer:features:read+;"
         "qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;qXfer:siginfo:write+;"
         "qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;qXfer:btrace:read+;"
-        "qXfer:btrace-conf:read+");
+        "qXfer:btrace-conf:read+;qXfer:traceframe-info:read+");
   auto& d = h.session().dialect();
   CHECK(d.lldb);
   CHECK(d.multiprocess);
