@@ -246,6 +246,11 @@ class Process {
     return Error{EOPNOTSUPP, "Target does not support tracepoints."};
   }
   virtual void sync_tracepoints() {}
+  // Frames collected inside the program (fast tracepoints) handed to the experiment now (a
+  // status or frame query); at stops this happens anyway.
+  virtual void drain_tracepoints() {}
+  // How the tracepoint at addr is collected, in words (monitor tracepoints).
+  virtual std::string tracepoint_mechanism(uint64_t /*addr*/) const { return "not collected by this process"; }
 
   // ---- information ----
   virtual Result<std::vector<uint8_t>> auxv() = 0;

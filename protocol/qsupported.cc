@@ -123,6 +123,8 @@ constexpr Row kRows[] = {
     {"TracepointSource+", Capability::Tracepoints, gdb_only, "QTDPsrc:1:0:at:0:0:"},
     {"DisconnectedTracing+", Capability::Tracepoints, gdb_only, "QTDisconnected:0"},
     {"InstallInTrace+", Capability::Tracepoints, gdb_only, "QTinit"},
+    // ftrace on jump pads the server writes itself: no agent library, no qRelocInsn needed.
+    {"FastTracepoints+", Capability::Tracepoints, gdb_only, "qTMinFTPILen"},
     {"EnableDisableTracepoints+", Capability::Tracepoints, gdb_only, "QTEnable:1:0"},
     {"QTBuffer:size+", Capability::Tracepoints, gdb_only, "QTBuffer:size:-1"},
     {"tracenz+", Capability::Tracepoints, gdb_only, ""},

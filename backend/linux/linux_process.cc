@@ -199,6 +199,7 @@ Result<void> LinuxProcess::detach() {
   }
   stop_all_sync();
   if (!alive_) return {};
+  settle_fast_sites();     // no thread in a pad, no jump to one
   release_patches(true);  // the program goes on with its own code and no areas of ours
   breakpoints_.restore_all(mem_);
   tracepoint_sites_.clear();

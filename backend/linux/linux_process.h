@@ -53,6 +53,7 @@
 #include "backend/x86/block_cache.h"
 #include "backend/points/debug_registers.h"
 #include "backend/linux/linux_thread.h"
+#include "backend/trace/fast_pad.h"
 #include "backend/linux/syscall_interceptor.h"
 #include "backend/ptrace/proc_memory.h"
 #include "backend/process.h"
@@ -149,6 +150,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::string take_console_output() override { return std::exchange(console_output_, {}); }
   Result<void> set_trace_experiment(trace::TraceExperiment* experiment) override;
   void sync_tracepoints() override;
+  void drain_tracepoints() override;
+  std::string tracepoint_mechanism(uint64_t addr) const override;
 
   Result<std::vector<uint8_t>> auxv() override;
   Result<std::string> exe_path() override;
@@ -273,10 +276,24 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   void trace_step_done(LinuxThread& t);
   void step_onto_tracepoint(LinuxThread& t);
   trace::HitSite hit_site(LinuxThread& t);
+  // ---- fast tracepoints (linux_process_fast_tracepoints.cc) ----
+  Result<void> map_fast_areas(pid_t tid, uint64_t near);
+  void prepare_fast_sites();                 // pads for the experiment's fast tracepoints
+  bool fast_jumps_allowed(const std::map<pid_t, ResumeAction>& actions) const;
+  void arm_fast_sites(bool jumps);           // jumps in (a plain continue) or int3s again
+  bool in_fast_pad(uint64_t pc) const;
+  void leave_fast_pads(pid_t except = 0);    // stopped threads single-stepped out of the pads
+  bool at_fast_retry(LinuxThread& t);
+  void fast_area_full(LinuxThread& t, uint64_t trap);  // a pad met a full area: drain it, retry
+  void drain_fast_frames(bool reset);
+  void settle_fast_sites();                  // at a stop: out of the pads, frames drained, int3s
+  void forget_fast_sites();                  // exec: the pads went with the old image
+  void restore_fast_sites_into(const ProcMemory& child) const;
   // Evaluates the program at addr for t's hit (commands run, output kept): true to report it.
   bool hit_counts(LinuxThread& t, uint64_t addr);
   // Steps t over the int3 at addr and lets it go on in its mode, without a stop.
-  void pass_client_breakpoint(LinuxThread& t, uint64_t addr);
+  // `while_stopped` runs once every thread is stopped, before they go on.
+  void pass_client_breakpoint(LinuxThread& t, uint64_t addr, const std::function<void()>& while_stopped = {});
 
   // ---- non-stop (linux_process_non_stop.cc) ----
   Result<void> resume_non_stop(const ResumePlan& plan);
@@ -336,7 +353,21 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   SoftwareBreakpoints breakpoints_;
   BreakpointConditions conditions_;
   trace::TraceExperiment* experiment_ = nullptr;
-  std::set<uint64_t> tracepoint_sites_;  // int3s of ours for the experiment
+  std::set<uint64_t> tracepoint_sites_;  // the experiment's sites: int3s of ours, or jumps (fast)
+  struct FastSite {
+    uint32_t number = 0;
+    uint64_t pad_addr = 0;
+    trace::FastPad pad;
+    bool jumped = false;  // its jump is in (only while the process runs)
+  };
+  struct FastAreas {
+    uint64_t code = 0, code_used = 0;  // the pads
+    uint64_t data = 0, data_size = 0;  // the frames the pads write (trace::DataHeader first)
+    uint64_t drained = 0;              // offset of the first frame not handed to the experiment
+  };
+  std::map<uint64_t, FastSite> fast_sites_;
+  std::map<uint64_t, std::string> fast_refused_;  // fast tracepoints left to int3s, and why
+  FastAreas fast_;
   std::unique_ptr<SyscallInterceptor> interceptor_;  // replay's (set_syscall_interceptor)
   uint64_t interceptor_watch_ = 0;  // where its watch_pc() int3 is (0: none)
   // Moves the watch int3 to interceptor_->watch_pc() (after every interceptor call).

@@ -171,6 +171,7 @@ void LinuxProcess::settle_threads() {
     if (!t.in<run::RangeStep>() && !t.in<run::StepOver>()) set_mode(t, run::Normal{});
     tracer_->thread_stopped(tid);
   }
+  settle_fast_sites();  // out of the pads, their frames drained, the sites int3s again
   if (!non_stop_) release_patches(false);  // the last recorded thread gone
 }
 

@@ -26,6 +26,7 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
     ProcMemory child_mem(child);
     breakpoints_.restore_into(child_mem);
     stepper_.patch_restore_into(child_mem);
+    restore_fast_sites_into(child_mem);
   } else {
     breakpoints_.restore_into(mem_);
     breakpoints_.set_shared_with_vfork_child(true);  // int3s armed meanwhile wait for VFORK_DONE
@@ -75,6 +76,7 @@ void LinuxProcess::handle_exec() {
   leader.resumed = non_stop_;
   breakpoints_.clear();
   tracepoint_sites_.clear();  // the new image's code: sites go in again if it has them
+  forget_fast_sites();
   conditions_.clear();
   code_cache_.clear();
   stepper_.patch_reset();
@@ -149,6 +151,7 @@ Result<pid_t> LinuxProcess::fork_stopped() {
   put_back(child, child_mem);
   breakpoints_.restore_into(child_mem);
   stepper_.patch_restore_into(child_mem);
+  restore_fast_sites_into(child_mem);
   DebugRegisters::clear_thread(child);
   return child;
 }

@@ -71,7 +71,7 @@ bool LinuxProcess::hit_counts(LinuxThread& t, uint64_t addr) {
 // actions: start_deferred steps t over (or emulates a branch in place) while the others wait,
 // then lets them all go. A pending event found on the way is reported first, and t, still on
 // its breakpoint, hits it again at the next resume.
-void LinuxProcess::pass_client_breakpoint(LinuxThread& t, uint64_t addr) {
+void LinuxProcess::pass_client_breakpoint(LinuxThread& t, uint64_t addr, const std::function<void()>& while_stopped) {
   stepper_.commit_plan(t, addr);  // a traced thread: the direct branches it took on its way here
   ResumePlan plan;
   plan.step_over_client_breakpoints = step_over_clients_;
@@ -102,6 +102,7 @@ void LinuxProcess::pass_client_breakpoint(LinuxThread& t, uint64_t addr) {
   } else {
     phase_ = Phase::Stopped;
   }
+  if (while_stopped) while_stopped();
   for (auto it = plan.threads.begin(); it != plan.threads.end();)
     it = has_thread(it->first) ? std::next(it) : plan.threads.erase(it);
   pass_once_ = std::pair{tid, addr};

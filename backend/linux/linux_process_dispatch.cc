@@ -288,6 +288,7 @@ void LinuxProcess::handle_trap(LinuxThread& t) {
     return report(t, make_event(hardware ? StopKind::HwBreakpoint : StopKind::Breakpoint, t.tid, SIGTRAP));
   }
   if (step_trap) return handle_step_done(t, si.si_code, dr6);
+  if (si.si_code == SI_KERNEL && in_fast_pad(pc - 1)) return fast_area_full(t, pc - 1);
   if (si.si_code == SI_KERNEL && vanished_breakpoint(pc - 1)) {
     // One of our int3s was hit, then removed (another thread disarmed it) before this status
     // was read: the program never saw it. Run the original instruction as if nothing happened.

@@ -88,6 +88,7 @@ Result<void> LinuxProcess::resume(const ResumePlan& plan) {
     t.deliver_signal = 0;
     t.last_signal = 0;
   }
+  if (!fast_sites_.empty()) arm_fast_sites(fast_jumps_allowed(actions));
   deferred_ = std::move(actions);
   phase_ = Phase::Running;
   start_deferred();

@@ -36,6 +36,7 @@ void LinuxProcess::sync_tracepoints() {
     if (auto r = breakpoints_.insert(mem_, addr, BreakpointOwner::Tracepoint); r) tracepoint_sites_.insert(addr);
     else log("tracepoint at {:#x}: {}", addr, r.error().message);
   }
+  prepare_fast_sites();
 }
 
 trace::HitSite LinuxProcess::hit_site(LinuxThread& t) {

@@ -24,6 +24,7 @@ class FrameBuilder {
   void add_registers(std::span<const uint8_t> block);
   void add_memory(uint64_t addr, std::span<const uint8_t> bytes);  // split in 64 KiB - 1 pieces
   void add_variable(uint32_t number, int64_t value);
+  void add_raw_blocks(std::span<const uint8_t> blocks) { data_.insert(data_.end(), blocks.begin(), blocks.end()); }
   uint32_t tracepoint() const { return tracepoint_; }
   size_t size() const { return data_.size(); }  // block bytes, without the 6-byte header
   std::vector<uint8_t> finish() const;          // header + blocks

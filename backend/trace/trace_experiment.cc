@@ -179,6 +179,24 @@ HitOutcome TraceExperiment::hit(uint64_t addr, const HitSite& site) {
   return out;
 }
 
+bool TraceExperiment::add_collected(uint32_t number, uint64_t addr, std::vector<uint8_t> frame, uint64_t now) {
+  if (!running_) return false;
+  Tracepoint* tp = find_mut(number, addr);
+  if (!tp) return false;
+  ++tp->hits;
+  uint64_t blocks = frame.size() > 6 ? frame.size() - 6 : 0;
+  if (!buffer_.add(std::move(frame))) {
+    stop(StopReason::BufferFull, now);
+    return true;
+  }
+  tp->bytes_used += blocks;
+  if (tp->pass_count > 0 && tp->hits >= tp->pass_count) {
+    stop(StopReason::PassCount, now, tp->number);
+    return true;
+  }
+  return false;
+}
+
 bool TraceExperiment::step(uint32_t number, uint64_t addr, const HitSite& site) {
   if (!running_) return false;
   Tracepoint* tp = find_mut(number, addr);

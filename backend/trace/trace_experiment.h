@@ -91,6 +91,9 @@ class TraceExperiment {
   // Where hits must be caught now: the enabled tracepoints' addresses while running.
   std::set<uint64_t> addresses() const;
   HitOutcome hit(uint64_t addr, const HitSite& site);
+  // A frame collected elsewhere (a fast tracepoint's pad): counted as a hit of tracepoint
+  // `number` at addr, stored, pass count and buffer checked. True when the experiment stopped.
+  bool add_collected(uint32_t number, uint64_t addr, std::vector<uint8_t> frame, uint64_t now_usec);
   // One while-stepping step of tracepoint `number` (at addr) done: collect its step actions.
   // False: the experiment stopped meanwhile (stop stepping).
   bool step(uint32_t number, uint64_t addr, const HitSite& site);

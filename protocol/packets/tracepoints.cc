@@ -316,6 +316,7 @@ constexpr PacketRow kRows[] = {
     {"qTBuffer:", false, p_buffer_read, Capability::Tracepoints},
     {"QTEnable:", false, [](string_view a) { return p_enable(a, true); }, Capability::Tracepoints},
     {"QTDisable:", false, [](string_view a) { return p_enable(a, false); }, Capability::Tracepoints},
+    {"qTMinFTPILen", true, make<TraceMinFastInsnLen>, Capability::Tracepoints},
 };
 
 }  // namespace

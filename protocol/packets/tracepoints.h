@@ -79,11 +79,12 @@ struct TraceUploadPoints { bool first = true; };      // qTfP / qTsP
 struct TraceUploadVariables { bool first = true; };   // qTfV / qTsV
 struct TraceBufferRead { uint64_t offset = 0, len = 0; };                   // qTBuffer:<off>,<len>
 struct TraceEnable { uint32_t number = 0; uint64_t addr = 0; bool enable = true; };  // QTEnable/QTDisable
+struct TraceMinFastInsnLen {};        // qTMinFTPILen: the shortest instruction ftrace can replace
 
 using TracepointsPackets = PacketList<
     TraceInit, TraceDefine, TraceDefineActions, TraceDefineSource, TraceDefineVariable, TraceReadOnlyRegions,
     TraceStart, TraceStop, TraceStatusQuery, TracepointStatusQuery, TraceVariableQuery, TraceFrameSelect,
     TraceBufferCircular, TraceBufferSize, TraceDisconnected, TraceNotes, TraceUploadPoints, TraceUploadVariables,
-    TraceBufferRead, TraceEnable>;
+    TraceBufferRead, TraceEnable, TraceMinFastInsnLen>;
 
 }  // namespace protocol

@@ -69,11 +69,13 @@ Reply handle(Session&, const TraceUploadPoints&);
 Reply handle(Session&, const TraceUploadVariables&);
 Reply handle(Session&, const TraceBufferRead&);
 Reply handle(Session&, const TraceEnable&);
+Reply handle(Session&, const TraceMinFastInsnLen&);
 // The frame tfind selected (nullopt: the live program): what g/p/m read instead.
 std::optional<size_t> selected_trace_frame(Session& s);
 Reply trace_frame_registers(Session& s, std::optional<int> regno);
 Reply trace_frame_memory(Session& s, const ReadMemory& m);
 std::optional<std::string> traceframe_info_document(Session& s, Reply& error_out);
+std::string tracepoints_text(Session& s);  // monitor tracepoints
 
 // registers_memory.cc
 Reply handle(Session&, const ReadRegisters&);

@@ -39,6 +39,7 @@ const std::vector<Command>& commands() {
       {"when", "A replay: where it stands (trace event, branch count, pc)."},
       {"checkpoint", "A replay: keep a checkpoint here (reverse execution replays from the nearest)."},
       {"checkpoints", "A replay: list its checkpoints."},
+      {"tracepoints", "List the tracepoints and how each is collected (jump pad, or a stop per hit)."},
   };
   return list;
 }
@@ -392,6 +393,10 @@ Reply handle(Session& s, const Monitor& m) {
   }
   if (w[0] == "when" || w[0] == "checkpoint" || w[0] == "checkpoints") {
     s.send_console(replay_command(s, w));
+    return reply::Ok{};
+  }
+  if (w[0] == "tracepoints") {
+    s.send_console(tracepoints_text(s));
     return reply::Ok{};
   }
   if (w[0] == "stepbranch") {

@@ -3,6 +3,8 @@
 // (tfind), g/p/m read that frame instead of the live program (registers_memory.cc asks here).
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "server/handlers/handlers.h"
 #include "server/server.h"
 
@@ -24,6 +26,12 @@ backend::Process* collector(Session& s) {
 
 void sync(Session& s) {
   if (auto* p = collector(s)) p->sync_tracepoints();
+}
+
+// Frames the program collected itself (fast tracepoints) into the experiment first.
+TraceExperiment& drained(Session& s) {
+  if (auto* p = collector(s)) p->drain_tracepoints();
+  return experiment(s);
 }
 
 backend::trace::TraceAction to_action(const TraceActionSpec& a) {
@@ -67,8 +75,9 @@ Reply handle(Session& s, const TraceInit&) {
 }
 
 Reply handle(Session& s, const TraceDefine& d) {
-  if (d.fast_size) return error_reply(EOPNOTSUPP, "Fast tracepoints are not supported.");
   backend::trace::Tracepoint tp;
+  tp.fast = d.fast_size.has_value();
+  tp.fast_size = d.fast_size.value_or(0);
   tp.number = d.number;
   tp.addr = d.addr;
   tp.enabled = d.enabled;
@@ -117,13 +126,13 @@ Reply handle(Session& s, const TraceStart&) {
 }
 
 Reply handle(Session& s, const TraceStop&) {
-  experiment(s).stop(backend::trace::StopReason::Stopped, now_usec());
+  drained(s).stop(backend::trace::StopReason::Stopped, now_usec());
   sync(s);
   return reply::Ok{};
 }
 
 Reply handle(Session& s, const TraceStatusQuery&) {
-  auto st = experiment(s).status();
+  auto st = drained(s).status();
   reply::TraceStatus r;
   r.running = st.running;
   r.reason = to_reply(st.reason, st.running);
@@ -143,7 +152,7 @@ Reply handle(Session& s, const TraceStatusQuery&) {
 }
 
 Reply handle(Session& s, const TracepointStatusQuery& q) {
-  const auto* tp = experiment(s).find(q.number, q.addr);
+  const auto* tp = drained(s).find(q.number, q.addr);
   if (!tp) return reply::Unsupported{};
   return reply::TracepointHits{tp->hits, tp->bytes_used};
 }
@@ -162,7 +171,7 @@ Reply handle(Session& s, const TraceVariableQuery& q) {
 }
 
 Reply handle(Session& s, const TraceFrameSelect& f) {
-  auto& e = experiment(s);
+  auto& e = drained(s);
   using K = TraceFrameSelect::Kind;
   using Q = backend::trace::FrameQuery;
   if (f.kind == K::Number && f.number < 0) {
@@ -242,7 +251,7 @@ Reply handle(Session& s, const TraceUploadVariables& u) {
 
 Reply handle(Session& s, const TraceBufferRead& r) {
   constexpr uint64_t kMaxChunk = 0x4000;  // what fits a packet in hex
-  return reply::TraceBufferData{experiment(s).buffer().raw(r.offset, std::min(r.len, kMaxChunk))};
+  return reply::TraceBufferData{drained(s).buffer().raw(r.offset, std::min(r.len, kMaxChunk))};
 }
 
 Reply handle(Session& s, const TraceEnable& e) {
@@ -250,6 +259,22 @@ Reply handle(Session& s, const TraceEnable& e) {
   if (experiment(s).running()) sync(s);
   return reply::Ok{};
 }
+
+std::string tracepoints_text(Session& s) {
+  auto* p = collector(s);
+  if (p) p->drain_tracepoints();
+  auto& e = experiment(s);
+  if (e.tracepoints().empty()) return "No tracepoints downloaded (they are sent at tstart).\n";
+  std::string out = e.running() ? "The trace is running.\n" : "The trace is not running.\n";
+  for (const auto& tp : e.tracepoints())
+    out += fmt::format("  {} at {:#x}: {} hit{}, {}{}\n", tp.number, tp.addr, tp.hits, tp.hits == 1 ? "" : "s",
+                       tp.enabled ? "" : "disabled, ",
+                       p ? p->tracepoint_mechanism(tp.addr) : std::string("no process"));
+  return out;
+}
+
+// x86-64 pads replace one instruction of at least a jmp's 5 bytes (as gdbserver's agent).
+Reply handle(Session&, const TraceMinFastInsnLen&) { return reply::HexNumber{5}; }
 
 // ---- reads while a frame is selected ----
 

@@ -10,11 +10,13 @@
 volatile long total = 0;
 long history[8];
 char label[32] = "start";
+long hits_seen = 0;
 static long loops = 10;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 long sample(long i, long tag)
 {
+    __atomic_fetch_add(&hits_seen, 1, __ATOMIC_RELAXED); /* LINE:fast */
     long square = i * i; /* LINE:sample */
     pthread_mutex_lock(&lock);
     total += square + tag;

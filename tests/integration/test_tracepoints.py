@@ -23,8 +23,8 @@ def server(procs, *prog_args):
 
 
 # Stop at main, define, run to done() with the trace on, stop tracing.
-def traced_run(defs, after=(), start="break main"):
-    return [start, "continue"] + list(defs) + ["break done", "tstart", "continue", "tstop"] + list(after)
+def traced_run(defs, after=(), start="break main", after_start=()):
+    return [start, "continue"] + list(defs) + ["break done", "tstart"] + list(after_start) + ["continue", "tstop"] + list(after)
 
 
 def run(srv, cmds, **kw):
@@ -185,3 +185,73 @@ def test_mi_trace_commands_as_an_ide_sends_them(procs, mi):
     assert 'found="0"' in found, s.text()
     tvars, _ = s.ok("-trace-list-variables")
     assert 'name="$count"' in tvars, s.text()
+
+
+# ---- fast tracepoints (ftrace): jump pads the server writes, no agent library ----
+
+def fast_site():
+    return "tracepoints.c:%d" % L("fast")   # its first instruction is 7 bytes: room for the jump
+
+
+@pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")
+def test_ftrace_collects_inside_the_program(procs):
+    srv = server(procs, 50)
+    r = run(srv, traced_run(
+        ["ftrace %s if i %% 10 == 3" % fast_site(), "actions", "collect i, tag, hits_seen, $regs", "end"],
+        ["monitor tracepoints", "tstatus", "tfind 0", "print i", "print hits_seen", "print/x $rip",
+         "tfind 4", "print i", "tfind none", "info tracepoints", "continue"], after_start=["monitor tracepoints"]))
+    assert "Fast tracepoint 2 at" in r.out, r
+    assert "jump pad (collected in the program)" in r.out, r
+    assert frames_collected(r.out) == 5, r
+    assert "$1 = 3" in r.out and "$2 = 3" in r.out, r   # hits_seen before the displaced `hits_seen++`
+    site = re.search(r"Fast tracepoint 2 at (0x[0-9a-f]+)", r.out).group(1)
+    assert "$3 = %s" % site in r.out, r                  # the frame's pc is the tracepoint's
+    assert "$4 = 43" in r.out, r
+    assert re.search(r"tracepoint already hit 50 times", r.out) or re.search(r"already hit 5 times", r.out), r
+    assert "total 40875" in r.out or "exited normally" in r.out, r  # the program ran on unharmed
+
+
+@pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")
+def test_ftrace_threads_and_a_full_area(procs):
+    # 4 threads x 3000 hits with a small buffer: the pads' area fills again and again (the
+    # server drains it at each full trap); circular keeps the newest frames, all hits counted.
+    srv = server(procs, 3000, 3)
+    r = run(srv, ["set trace-buffer-size 30000", "set circular-trace-buffer on"] + traced_run(
+        ["ftrace %s" % fast_site(), "actions", "collect i, tag", "end"],
+        ["tstatus", "monitor tracepoints", "print hits_seen", "continue"]), timeout=120)
+    assert "of 12000 created total" in r.out, r
+    assert "12000 hits, jump pad" in r.out, r
+    assert "$1 = 12000" in r.out, r
+    assert "exited normally" in r.out, r
+
+
+@pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")
+def test_ftrace_with_stepping_and_a_breakpoint_there(procs):
+    # Stepping through the site and a GDB breakpoint on it: the site is an int3 then, and each
+    # arrival is collected once; the program's code reads as its own throughout.
+    srv = server(procs, 4)
+    r = run(srv, ["break main", "continue", "ftrace " + fast_site(), "actions", "collect i", "end", "break done",
+                  "tstart", "break sample", "continue", "next", "x/i $pc", "delete 4", "break " + fast_site(),
+                  "continue", "x/2i $pc", "delete 5", "continue", "tstop", "tstatus", "tfind 0", "print i",
+                  "tfind 1", "print i", "tfind 3", "print i", "tfind none", "continue"])
+    assert frames_collected(r.out) == 4, r
+    assert "$1 = 0" in r.out and "$2 = 1" in r.out and "$3 = 3" in r.out, r
+    assert "lock addq" in r.out and "jmp" not in r.out, r   # the program's own code, never the jump
+    assert "exited normally" in r.out, r
+
+
+@pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")
+def test_ftrace_and_record_btrace_keep_the_history_exact(procs):
+    # While branches are recorded the site stays an int3 (a pad's jumps would enter the
+    # history): the call history is the one recorded without the tracepoint.
+    def history(with_tracepoint):
+        srv = server(procs, 6)
+        tp = ["ftrace " + fast_site(), "actions", "collect i", "end", "tstart"] if with_tracepoint else []
+        r = run(srv, ["set record function-call-history-size 100000", "break main", "continue", "record btrace",
+                      "break done"] + tp + ["continue", "tstatus", "record function-call-history", "record stop"])
+        return r, re.findall(r"^\d+\s+(\S+)$", r.out, re.M)
+
+    r, traced = history(True)
+    assert frames_collected(r.out) == 6, r
+    _, plain = history(False)
+    assert "sample" in traced and traced == plain, (traced, plain)

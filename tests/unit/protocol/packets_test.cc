@@ -99,6 +99,7 @@ const std::vector<OldRow>& old_table() {
       {"qTBuffer:", false, Capability::Tracepoints},
       {"QTEnable:", false, Capability::Tracepoints},
       {"QTDisable:", false, Capability::Tracepoints},
+      {"qTMinFTPILen", true, Capability::Tracepoints},
       {"H", false, Capability::Base},
       {"T", false, Capability::Base},
       {"g", false, Capability::Base},

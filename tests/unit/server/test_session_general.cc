@@ -19,7 +19,7 @@ TEST_CASE("session: qSupported from GDB lists GDB's features and picks the GDB d
         "QEnvironmentReset+;QEnvironmentUnset+;QSetWorkingDir+;binary-upload+;QCatchSyscalls+;QStartNoAckMode+;"
         "multiprocess+;fork-events+;vfork-events+;exec-events+;QNonStop+;QDisableRandomization+;ConditionalBreakpoints+;BreakpointCommands+;Qbtrace:bts+;"
         "Qbtrace-conf:bts:size+;Qbtrace:off+;swbreak+;hwbreak+;vContSupported+;QThreadOptions=3;QThreadEvents+;no-resumed+;stepbranch+;"
-        "ConditionalTracepoints+;TraceStateVariables+;TracepointSource+;DisconnectedTracing+;InstallInTrace+;"
+        "ConditionalTracepoints+;TraceStateVariables+;TracepointSource+;DisconnectedTracing+;InstallInTrace+;FastTracepoints+;"
         "EnableDisableTracepoints+;QTBuffer:size+;tracenz+;"
         "qXfer:features:read+;qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:siginfo:read+;"
         "qXfer:siginfo:write+;qXfer:threads:read+;qXfer:exec-file:read+;qXfer:osdata:read+;"
