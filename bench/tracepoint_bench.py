@@ -7,9 +7,10 @@
                          the program, which this row does not do)
 
 The tracepoints inferior calls sample(i, tag) N times; the tracepoint sits on sample()'s first
-line (LINE:fast, a 7-byte instruction, so ftrace can place its jump), collects the two locals
+line (LINE:fast, a 9-byte `lock add`, so ftrace can place its jump), collects the two locals
 `i` and `tag`, and has the condition `i % 100 == 0` (true once in 100 hits). The timed part is
-the one `continue` from tstart to the stop at done(); the proof is tstatus's frame count
+the one `continue` from tstart to the stop at done() (a 64 MiB trace buffer keeps every frame);
+the proof is tstatus's frame count
 (N / 100) and `print hits_seen` (N). Native: the same program run alone (best of 3), so the
 table also shows the time per hit on top of native.
 
@@ -52,7 +53,8 @@ def native(prog, hits):
 def one_run(exe, prog, hits, command, timeout):
     with Server(os.path.basename(exe), exe, prog, [str(hits)]) as s:
         out = run_gdb(s.port, prog, [
-            "break main", "continue", "%s tracepoints.c:%d if i %% 100 == 0" % (command, fast_line()),
+            "set trace-buffer-size 67108864", "break main", "continue",
+            "%s tracepoints.c:%d if i %% 100 == 0" % (command, fast_line()),
             "actions", "collect i, tag", "end", "break done", "tstart", T0, "continue", T1, "tstop", "tstatus",
             "print hits_seen"], timeout)
     frames = re.search(r"Collected (\d+) trace frames", out)
