@@ -119,8 +119,10 @@ std::optional<std::string> check_expression(std::span<const uint8_t> code, bool 
   int depth = 0;
   std::optional<uint64_t> last_const;  // GDB pushes a `trace` op's size as a constant just before it
   bool reachable = true;
+  std::vector<bool> starts(code.size());  // where ops begin: the only places a jump may land
   for (size_t pc = 0; pc < code.size();) {
     uint8_t op = code[pc];
+    starts[pc] = true;
     if (!known(op)) return "agent op " + std::to_string(op) + " is not compiled into pads";
     size_t n = static_cast<size_t>(operand_bytes(op));
     if (pc + 1 + n > code.size()) return "truncated agent expression";
@@ -178,6 +180,8 @@ std::optional<std::string> check_expression(std::span<const uint8_t> code, bool 
     pc = next;
   }
   if (reachable) return "expression runs off its end";
+  for (const auto& [target, d] : depth_at)
+    if (!starts[target]) return "a jump into the middle of an op";
   return std::nullopt;
 }
 
@@ -511,7 +515,12 @@ Result<FastPad> build_fast_pad(const FastPadSpec& spec) {
   size_t exit = e.pos();
   for (size_t f : skip_jumps) e.bind(f, exit);
   e.mov(RSP, RBX);
+  // A debugger single-stepping the pushfq (as the server does to move a thread out of a pad)
+  // pushed the trap flag too: never restore it, or the program would trap after every
+  // instruction from then on.
+  e.rex(true, 0, RBX); e.byte(0x81); e.mem(4, RBX, kSavedFlags); e.u32(0xfffffeffu);  // and qword [rbx+flags], ~TF
   for (int r : {R15, R14, R13, R12, R11, R10, R9, R8, RBP, RDI, RSI, RBX, RDX, RCX, RAX}) e.pop(r);
+  size_t popf = e.pos();
   e.byte(0x9d);  // popfq
   e.lea(RSP, RSP, 128);
   for (const auto& in : displaced) {
@@ -550,6 +559,7 @@ Result<FastPad> build_fast_pad(const FastPadSpec& spec) {
   pad.resume_addr = resume;
   pad.frame_bytes = frame_bytes;
   pad.full_trap = full_trap;
+  pad.popf = popf;
   pad.retry = retry;
   return pad;
 }

@@ -240,13 +240,17 @@ def test_ftrace_with_stepping_and_a_breakpoint_there(procs):
     assert "exited normally" in r.out, r
 
 
-@pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")
-def test_ftrace_and_record_btrace_keep_the_history_exact(procs):
-    # While branches are recorded the site stays an int3 (a pad's jumps would enter the
-    # history): the call history is the one recorded without the tracepoint.
+@pytest.mark.parametrize("command", ["trace", "ftrace"])
+def test_tracepoint_and_record_btrace_keep_the_history_exact(procs, command):
+    # A hit inside a recorded region changes nothing in the history; while branches are
+    # recorded a fast site stays an int3 (a pad's jumps would enter the history): the call
+    # history is the one recorded without the tracepoint.
+    if command == "ftrace" and IS_GDBSERVER:
+        pytest.skip("gdbserver's ftrace needs libinproctrace.so loaded into the program")
+
     def history(with_tracepoint):
         srv = server(procs, 6)
-        tp = ["ftrace " + fast_site(), "actions", "collect i", "end", "tstart"] if with_tracepoint else []
+        tp = [command + " " + fast_site(), "actions", "collect i", "end", "tstart"] if with_tracepoint else []
         r = run(srv, ["set record function-call-history-size 100000", "break main", "continue", "record btrace",
                       "break done"] + tp + ["continue", "tstatus", "record function-call-history", "record stop"])
         return r, re.findall(r"^\d+\s+(\S+)$", r.out, re.M)
