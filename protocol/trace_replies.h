@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/packets/tracepoints.h"
+
 namespace protocol::reply {
 
 // qTStatus: T<running>;<reason>:<tracepoint>;tframes:…;…;notes:<hex>:
@@ -43,15 +45,8 @@ std::string encode(const TraceBufferData& d);
 
 namespace protocol {
 
-// A tracepoint's definition, for its upload lines.
-struct TracepointUpload {
-  uint32_t number = 0;
-  uint64_t addr = 0;
-  bool enabled = true;
-  uint64_t step_count = 0, pass_count = 0;
-  std::optional<uint64_t> fast_size;
-  bool is_static = false;
-  std::vector<uint8_t> condition;
+// A tracepoint's definition (as QTDP brought it; `more` unused), for its upload lines.
+struct TracepointUpload : TraceDefine {
   std::vector<std::string> actions, step_actions;  // each as the client sent it
   std::vector<std::string> sources;                // "<type>:<start>:<len>:<hex>" as sent
 };

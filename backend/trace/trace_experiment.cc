@@ -136,20 +136,26 @@ std::optional<int64_t> TraceExperiment::variable(uint32_t number, uint64_t now_u
   return it->second.value;
 }
 
-HitOutcome TraceExperiment::hit(uint64_t addr, const HitSite& site) {
-  HitOutcome out;
-  if (!running_) return out;
-  agent::Context cond;
-  cond.reg = site.reg;
-  cond.read = site.read;
-  cond.get_tsv = [&](int n) { return variable(static_cast<uint32_t>(n), site.now_usec); };
-  cond.set_tsv = [&](int n, int64_t v) {
+// What an expression at a hit reads: the stopped thread and the trace state variables.
+agent::Context TraceExperiment::context(const HitSite& site) {
+  agent::Context ctx;
+  ctx.reg = site.reg;
+  ctx.read = site.read;
+  ctx.get_tsv = [this, now = site.now_usec](int n) { return variable(static_cast<uint32_t>(n), now); };
+  ctx.set_tsv = [this](int n, int64_t v) {
     auto it = variables_.find(static_cast<uint32_t>(n));
     if (it == variables_.end()) return false;
     it->second.value = v;
     it->second.has_value = true;
     return true;
   };
+  return ctx;
+}
+
+HitOutcome TraceExperiment::hit(uint64_t addr, const HitSite& site) {
+  HitOutcome out;
+  if (!running_) return out;
+  agent::Context cond = context(site);
   std::optional<std::pair<uint32_t, StopReason>> stopping;
   for (auto& tp : tracepoints_) {
     if (!running_) break;
@@ -218,17 +224,7 @@ bool TraceExperiment::collect(const Tracepoint& tp, std::span<const TraceAction>
     if (len && site.read && site.read(addr, bytes)) frame.add_memory(addr, bytes);
     return true;  // unreadable memory is simply not in the frame (shown as unavailable)
   };
-  agent::Context ctx;
-  ctx.reg = site.reg;
-  ctx.read = site.read;
-  ctx.get_tsv = [&](int n) { return variable(static_cast<uint32_t>(n), site.now_usec); };
-  ctx.set_tsv = [&](int n, int64_t v) {
-    auto it = variables_.find(static_cast<uint32_t>(n));
-    if (it == variables_.end()) return false;
-    it->second.value = v;
-    it->second.has_value = true;
-    return true;
-  };
+  agent::Context ctx = context(site);
   ctx.collect_memory = memory;
   ctx.collect_string = [&](uint64_t addr, uint64_t limit) {
     limit = std::min(limit, kMaxCollect);

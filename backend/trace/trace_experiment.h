@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/error.h"
+#include "backend/points/agent_expr.h"
 #include "backend/trace/trace_buffer.h"
 #include "backend/trace/tracepoint.h"
 
@@ -129,6 +130,7 @@ class TraceExperiment {
   bool collect(const Tracepoint& tp, std::span<const TraceAction> actions, const HitSite& site,
                uint64_t frame_addr);
   Tracepoint* find_mut(uint32_t number, uint64_t addr);
+  agent::Context context(const HitSite& site);
 
   std::vector<Tracepoint> tracepoints_;
   std::map<uint32_t, TraceVariable> variables_;
