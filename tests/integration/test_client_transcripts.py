@@ -6,7 +6,8 @@ Where each transcript comes from (the clients are not installed here; their sour
   GDB 16.1, 16.3 (= 16.2's protocol) and 17.2: gdb/remote.c, remote_query_supported (the
     qSupported offer, identical in the three), remote_target::start_remote_1 (the order:
     qSupported, vMustReplyEmpty, QStartNoAckMode, QProgramSignals, Hgp0.0 and
-    qXfer:features:read from target_find_description, QNonStop:0, qTStatus, '?',
+    qXfer:features:read from target_find_description, QNonStop:0, qTStatus (then qTfV, qTsV, qTfP
+    once a status came), '?',
     qXfer:threads:read, then, while the inferior is added, qAttached and qXfer:exec-file:read,
     Hc-1, qOffsets) and remote_read_bytes_1 (the memory read: 'x' unless x is known to be
     off; 16.1 has no binary-upload entry in remote_protocol_features, so it tries 'x'
@@ -101,7 +102,12 @@ def gdb_startup(c, offer):
     assert tdesc[:1] == b"l" and b"<target" in tdesc and b"i386:x86-64" in tdesc, tdesc[:200]
     assert b"xi:include" not in tdesc      # one read: GDB asks for nothing else
     assert c.request("QNonStop:0") == b"OK"
-    assert c.request("qTStatus") == b""  # no tracepoints: GDB skips qTfV
+    # Tracepoints served (issue 31): nothing run yet, then GDB uploads the variables (the builtin
+    # $trace_timestamp) and the tracepoints (none), as from gdbserver.
+    assert c.request("qTStatus").startswith(b"T0;tnotrun:0;tframes:0;tcreated:0;tfree:500000;tsize:500000;")
+    assert c.request("qTfV") == b"1:0:1:" + b"trace_timestamp".hex().encode()
+    assert c.request("qTsV") == b"l"
+    assert c.request("qTfP") == b"l"
     stop = c.request("?")
     m = re.match(rb"T05.*thread:p([0-9a-f]+)\.([0-9a-f]+);", stop)
     assert m, stop
