@@ -284,7 +284,6 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool in_fast_pad(uint64_t pc) const;
   void leave_fast_pads(pid_t except = 0);    // stopped threads single-stepped out of the pads
   bool at_fast_retry(LinuxThread& t);
-  bool emulate_fast_popf(LinuxThread& t);
   void fast_area_full(LinuxThread& t, uint64_t trap);  // a pad met a full area: drain it, retry
   void drain_fast_frames(bool reset);
   void settle_fast_sites();                  // at a stop: out of the pads, frames drained, int3s

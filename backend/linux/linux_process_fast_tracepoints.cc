@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "backend/ptrace/popf_by_hand.h"
 #include "backend/ptrace/remote_syscall.h"
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_info.h"
@@ -156,29 +157,16 @@ bool LinuxProcess::at_fast_retry(LinuxThread& t) {
   return false;
 }
 
-// The pad's popfq, done by hand: flags from the stack (never the trap flag), rsp and rip on.
-bool LinuxProcess::emulate_fast_popf(LinuxThread& t) {
-  uint64_t pc = get_pc(t.tid);
-  bool at_popf = false;
-  for (const auto& [addr, s] : fast_sites_) at_popf = at_popf || pc == s.pad_addr + s.pad.popf;
-  if (!at_popf) return false;
-  auto regs = read_registers(t.tid, RegisterSet::General);
-  if (!regs) return false;
-  uint64_t sp = regs->get_u64(layout_, RegisterLayout::kRsp), flags = 0;
-  auto n = mem_.read(sp, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&flags), sizeof flags));
-  if (!n || *n != sizeof flags) return false;
-  regs->set_u64(layout_, RegisterLayout::kEflags, (flags & ~uint64_t{0x100}) | 0x2);
-  regs->set_u64(layout_, RegisterLayout::kRsp, sp + 8);
-  regs->set_u64(layout_, RegisterLayout::kRip, pc + 1);
-  return static_cast<bool>(write_registers(t.tid, *regs));
-}
-
 void LinuxProcess::leave_fast_pads(pid_t except) {
   for (auto& [tid, t] : threads_) {
     if (t.running || t.zombie || tid == except) continue;
     // A pad is straight-line code but for its reservation loop: a bounded number of steps.
     for (int steps = 0; steps < 4096 && in_fast_pad(get_pc(tid)) && !at_fast_retry(t); ++steps) {
-      if (emulate_fast_popf(t)) continue;
+      user_regs_struct regs{};
+      if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) == 0 && popf_by_hand(tid, mem_, regs)) {
+        t.stop_regs.reset();
+        continue;  // a pad's popfq is never single-stepped
+      }
       t.stop_regs.reset();  // it runs
       if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
       int status = 0;

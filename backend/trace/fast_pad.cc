@@ -516,12 +516,11 @@ Result<FastPad> build_fast_pad(const FastPadSpec& spec) {
   for (size_t f : skip_jumps) e.bind(f, exit);
   e.mov(RSP, RBX);
   // A debugger single-stepping the pushfq (as the server does to move a thread out of a pad)
-  // pushed the trap flag too: never restore it, or the program would trap after every
-  // instruction from then on.
+  // pushed the trap flag too, and a thread left at the retry label runs on to here on its
+  // own: never restore it, or the program would trap after every instruction from then on.
   e.rex(true, 0, RBX); e.byte(0x81); e.mem(4, RBX, kSavedFlags); e.u32(0xfffffeffu);  // and qword [rbx+flags], ~TF
   for (int r : {R15, R14, R13, R12, R11, R10, R9, R8, RBP, RDI, RSI, RBX, RDX, RCX, RAX}) e.pop(r);
-  size_t popf = e.pos();
-  e.byte(0x9d);  // popfq
+  e.byte(0x9d);  // popfq (a stepper does it by hand: backend/ptrace/popf_by_hand.h)
   e.lea(RSP, RSP, 128);
   for (const auto& in : displaced) {
     auto moved = patch::relocate(in, spec.pad_addr + e.pos());
@@ -559,7 +558,6 @@ Result<FastPad> build_fast_pad(const FastPadSpec& spec) {
   pad.resume_addr = resume;
   pad.frame_bytes = frame_bytes;
   pad.full_trap = full_trap;
-  pad.popf = popf;
   pad.retry = retry;
   return pad;
 }

@@ -67,10 +67,6 @@ struct FastPad {
   // Offsets in the pad: the int3 a full data area runs into (the server drains the area and
   // sends the thread back to `retry`, the reservation).
   size_t full_trap = 0, retry = 0;
-  // Its popfq, which a debugger must not single-step: the kernel's single step over a popf
-  // leaves the trap flag to the instruction, which clears it, and the step never ends (or, with
-  // a signal in between, the flag stays set for good). The stepper emulates it instead.
-  size_t popf = 0;
 };
 
 // Why a tracepoint cannot be served by a pad (nullopt: it can).

@@ -13,20 +13,6 @@ namespace {
 using namespace packet_args;
 using std::string_view;
 
-// One agent expression "X<len>,<hex bytes>" at s[pos]; advances pos past it. The length is
-// checked against what is left of the packet before anything is allocated.
-std::optional<std::vector<uint8_t>> agent_expr_at(string_view s, size_t& pos) {
-  if (pos >= s.size() || s[pos] != 'X') return std::nullopt;
-  size_t comma = s.find(',', pos + 1);
-  if (comma == string_view::npos) return std::nullopt;
-  auto len = parse_hex_u64(s.substr(pos + 1, comma - pos - 1));
-  if (!len || *len > (s.size() - comma - 1) / 2) return std::nullopt;
-  auto bytes = from_hex(s.substr(comma + 1, static_cast<size_t>(*len) * 2));
-  if (!bytes) return std::nullopt;
-  pos = comma + 1 + static_cast<size_t>(*len) * 2;
-  return bytes;
-}
-
 // The options after "Z<type>,<addr>,<kind>;". GDB sends the conditions back to back
 // ("X..X..") and the commands as one "cmds:<persist>,X..X.." token (remote.c); gdbserver
 // (server.cc process_point_options) reads tokens separated by ';' and ignores unknown ones,

@@ -45,4 +45,16 @@ std::optional<std::pair<uint64_t, uint64_t>> addr_len(string_view s) {
 
 Request malformed(string_view what) { return Malformed{std::string(what)}; }
 
+std::optional<std::vector<uint8_t>> agent_expr_at(string_view s, size_t& pos) {
+  if (pos >= s.size() || s[pos] != 'X') return std::nullopt;
+  size_t comma = s.find(',', pos + 1);
+  if (comma == string_view::npos) return std::nullopt;
+  auto len = parse_hex_u64(s.substr(pos + 1, comma - pos - 1));
+  if (!len || *len > (s.size() - comma - 1) / 2) return std::nullopt;
+  auto bytes = from_hex(s.substr(comma + 1, static_cast<size_t>(*len) * 2));
+  if (!bytes) return std::nullopt;
+  pos = comma + 1 + static_cast<size_t>(*len) * 2;
+  return bytes;
+}
+
 }  // namespace protocol::packet_args

@@ -28,6 +28,11 @@ std::optional<std::pair<uint64_t, uint64_t>> addr_len(std::string_view s);
 
 Request malformed(std::string_view what);
 
+// One agent expression "X<len>,<hex bytes>" at s[pos] (Z0/Z1 conditions and commands, QTDP
+// conditions and actions); advances pos past it. The length is checked against what is left
+// of the packet before anything is allocated.
+std::optional<std::vector<uint8_t>> agent_expr_at(std::string_view s, size_t& pos);
+
 // The parser of a packet without arguments.
 template <typename T>
 Request make(std::string_view) { return T{}; }

@@ -24,20 +24,6 @@ std::optional<uint64_t> hex_at(string_view s, size_t& pos) {
   return parse_hex_u64(s.substr(start, pos - start));
 }
 
-// "X<len>,<hex>" at s[pos] (pos on the X); advances pos past the bytecode.
-std::optional<std::vector<uint8_t>> bytecode_at(string_view s, size_t& pos) {
-  if (pos >= s.size() || s[pos] != 'X') return std::nullopt;
-  ++pos;
-  auto len = hex_at(s, pos);
-  if (!len || pos >= s.size() || s[pos] != ',') return std::nullopt;
-  ++pos;
-  if (*len > (s.size() - pos) / 2) return std::nullopt;
-  auto bytes = from_hex(s.substr(pos, static_cast<size_t>(*len) * 2));
-  if (!bytes) return std::nullopt;
-  pos += static_cast<size_t>(*len) * 2;
-  return bytes;
-}
-
 // "<n>:<addr>" at the start of s, n a 32-bit tracepoint number.
 bool number_addr(string_view s, size_t& pos, uint32_t& number, uint64_t& addr) {
   auto n = hex_at(s, pos);
@@ -100,7 +86,7 @@ Request p_actions(string_view s) {
       a.offset = *offset;
       a.len = *len;
     } else if (c == 'X') {
-      auto bytes = bytecode_at(s, pos);
+      auto bytes = agent_expr_at(s, pos);
       if (!bytes) return malformed("QTDP: bad X expression");
       a.kind = TraceActionSpec::Kind::Expression;
       a.bytecode = std::move(*bytes);
@@ -149,7 +135,7 @@ Request p_define(string_view s) {
       ++pos;
       d.is_static = true;
     } else if (s[pos] == 'X') {
-      auto cond = bytecode_at(s, pos);
+      auto cond = agent_expr_at(s, pos);
       if (!cond) return malformed("QTDP: bad condition");
       d.condition = std::move(*cond);
     } else {

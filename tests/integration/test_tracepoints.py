@@ -42,16 +42,16 @@ def test_collect_locals_globals_and_registers_then_tfind(procs):
     srv = server(procs)
     r = run(srv, traced_run(
         ["trace tracepoints.c:%d" % L("sample"), "actions", "collect i, tag, total, $regs", "end"],
-        ["tstatus", "tfind start", "print i", "print total", "print history[0]", "print $pc == sample+0 || 1",
-         "info registers rip", "tfind 4", "print i", "tfind none", "info tracepoints", "continue"]))
+        ["tstatus", "tfind start", "print i", "print total", "print history[0]", "info registers rip",
+         "tfind 4", "print i", "tfind none", "info tracepoints", "continue"]))
     assert "Trace stopped by a tstop command" in r.out, r
     assert frames_collected(r.out) == 10, r
     assert "Found trace frame 0, tracepoint 2" in r.out, r
     assert "$1 = 0" in r.out, r                      # i at the first hit
     assert re.search(r"\$3 = <unavailable>", r.out), r   # history was not collected
     assert re.search(r"rip\s+0x[0-9a-f]+\s+0x[0-9a-f]+ <sample\+\d+>", r.out), r
-    assert "Found trace frame 4, tracepoint 2" in r.out and "$5 = 4" in r.out, r
-    if not IS_GDBSERVER:  # gdbserver 13 counts some hits twice (16 for these 10)
+    assert "Found trace frame 4, tracepoint 2" in r.out and "$4 = 4" in r.out, r
+    if not IS_GDBSERVER:  # gdbserver 13 answers qTP in decimal, which GDB reads as hex (16 for 10)
         assert re.search(r"tracepoint already hit 10 times", r.out), r
     # The program never stopped at the tracepoint: it ran on to done().
     assert re.search(r"Breakpoint \d+, done \(\)", r.out), r
@@ -199,7 +199,8 @@ def test_ftrace_collects_inside_the_program(procs):
     r = run(srv, traced_run(
         ["ftrace %s if i %% 10 == 3" % fast_site(), "actions", "collect i, tag, hits_seen, $regs", "end"],
         ["monitor tracepoints", "tstatus", "tfind 0", "print i", "print hits_seen", "print/x $rip",
-         "tfind 4", "print i", "tfind none", "info tracepoints", "continue"], after_start=["monitor tracepoints"]))
+         "tfind 4", "print i", "tfind none", "info tracepoints", "print hits_seen", "continue"],
+        after_start=["monitor tracepoints"]))
     assert "Fast tracepoint 2 at" in r.out, r
     assert "jump pad (collected in the program)" in r.out, r
     assert frames_collected(r.out) == 5, r
@@ -207,8 +208,8 @@ def test_ftrace_collects_inside_the_program(procs):
     site = re.search(r"Fast tracepoint 2 at (0x[0-9a-f]+)", r.out).group(1)
     assert "$3 = %s" % site in r.out, r                  # the frame's pc is the tracepoint's
     assert "$4 = 43" in r.out, r
-    assert re.search(r"tracepoint already hit 50 times", r.out) or re.search(r"already hit 5 times", r.out), r
-    assert "total 40875" in r.out or "exited normally" in r.out, r  # the program ran on unharmed
+    assert re.search(r"tracepoint already hit 5 times", r.out), r   # the hits whose condition held
+    assert "$5 = 50" in r.out and "exited normally" in r.out, r   # the program ran on unharmed
 
 
 @pytest.mark.skipif(IS_GDBSERVER, reason="gdbserver's ftrace needs libinproctrace.so loaded into the program")

@@ -13,6 +13,7 @@
 #include <cerrno>
 
 #include "backend/btrace/patch/patch_tracer_detail.h"
+#include "backend/ptrace/popf_by_hand.h"
 #include "backend/ptrace/thread_signal.h"
 
 namespace backend {
@@ -44,18 +45,7 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
   if (!flush_all()) return;  // it runs code now
   std::vector<int> signals;
   for (int steps = 0; steps < 512; ++steps) {
-    // A stub's popfq is done by hand, never single-stepped: the kernel's step over a popf
-    // leaves the trap flag to the instruction, and the flags a stepped pushfq saved have it
-    // set, so the thread would trap after every instruction from then on.
-    uint8_t op = 0;
-    if (auto n = mem_.read(regs.rip, std::span<uint8_t>(&op, 1)); n && *n == 1 && op == 0x9d) {
-      uint64_t flags = 0;
-      auto f = mem_.read(regs.rsp, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&flags), sizeof flags));
-      if (!f || *f != sizeof flags) break;
-      regs.eflags = (flags & ~uint64_t{0x100}) | 0x2;
-      regs.rsp += 8;
-      regs.rip += 1;
-      if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
+    if (popf_by_hand(tid, mem_, regs)) {  // a stub's popfq is never single-stepped
       if (regs.rip < base || regs.rip >= base + info->len) break;
       continue;
     }
