@@ -25,7 +25,9 @@ std::string threads_xml(const std::vector<ThreadEntry>& threads, bool multiproce
   std::string out = "<threads>\n";
   for (const ThreadEntry& t : threads) {
     out += "<thread id=\"" + format_thread_id(t.pid, t.tid, multiprocess) + "\"";
-    if (t.core >= 0) out += " core=\"" + hex_u64(static_cast<uint64_t>(t.core)) + "\"";
+    // Decimal here (GDB's XML attribute), where the stop reply's `core:` is hex: a host with 10
+    // or more CPUs showed "core=\"e\"", which GDB rejects, losing the whole thread list.
+    if (t.core >= 0) out += " core=\"" + std::to_string(t.core) + "\"";
     if (!t.name.empty()) out += " name=\"" + xml_escape(t.name) + "\"";
     out += "/>\n";
   }

@@ -1,5 +1,6 @@
 #include "backend/ptrace/launch.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
@@ -106,16 +107,24 @@ bool is_elf(const std::string& path) {
 }
 
 std::vector<std::string> build_environment(const LaunchOptions& o) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e && !o.exact_environment; ++e) {
-    std::string kv = *e;
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& [k, v] : o.env_set) env[k] = v;
-  for (const auto& k : o.env_unset) env.erase(k);
+  if (o.exact_environment) return *o.exact_environment;
+  // The server's environment in its own order (as gdbserver passes it): the program's stack then
+  // holds the same strings at the same places as without a debugger.
   std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  auto find = [&out](const std::string& key) {
+    return std::find_if(out.begin(), out.end(), [&key](const std::string& kv) {
+      return kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=';
+    });
+  };
+  for (char** e = environ; e && *e; ++e)
+    if (std::strchr(*e, '=')) out.emplace_back(*e);
+  for (const auto& [k, v] : o.env_set) {
+    auto it = find(k);
+    if (it != out.end()) *it = k + "=" + v;
+    else out.push_back(k + "=" + v);
+  }
+  for (const auto& k : o.env_unset)
+    if (auto it = find(k); it != out.end()) out.erase(it);
   return out;
 }
 

@@ -27,7 +27,9 @@ struct LaunchOptions {
   bool say_redirected = true;             // with stdio_is_protocol: say so (a replay restarted: once)
   bool stdio_is_protocol = false;         // server speaks RSP on stdio: child's stdin</dev/null, stdout->stderr
   bool trap_tsc = false;                  // PR_SET_TSC(PR_TSC_SIGSEGV) before exec: rdtsc faults (record/replay)
-  bool exact_environment = false;         // env_set is the whole environment (replay: as recorded)
+  // The whole environment in its order, instead of the server's with env_set/env_unset (a replay:
+  // as recorded, so the program's stack holds the same strings at the same addresses).
+  std::optional<std::vector<std::string>> exact_environment;
 };
 
 // Quotes one word for `sh -c` (single quotes; a ' becomes '\'').

@@ -356,13 +356,9 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   launch.disable_randomization = true;
   launch.trap_tsc = true;
   launch.working_dir = h.cwd;
-  launch.exact_environment = true;
+  launch.exact_environment = h.env;
   launch.env_set.clear();
   launch.env_unset.clear();
-  for (const auto& kv : h.env) {
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) launch.env_set[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
   auto process = LinuxProcess::launch_process(launch);
   if (!process) return process.error();
   pid_t pid = (*process)->pid();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_memory.h"
@@ -237,6 +238,44 @@ TEST_CASE("launch through the shell with arguments and environment", "[process]"
   ev = wait_stop(*q);
   REQUIRE(ev);
   CHECK(ev->exit_status == 11);
+}
+
+// The program's environment as /proc shows it at the exec stop.
+static std::vector<std::string> environment_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string kv; std::getline(f, kv, '\0');) out.push_back(kv);
+  return out;
+}
+
+TEST_CASE("the environment keeps the server's order; a replay's is exactly the recorded one", "[process]") {
+  ::setenv("BS_ORDER_Z", "z", 1);   // appended: after every variable the test started with
+  ::setenv("BS_ORDER_A", "a", 1);
+  std::vector<std::string> expected;
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind("BS_ORDER_A=", 0) != 0) expected.emplace_back(*e);
+  for (auto& kv : expected)
+    if (kv.rfind("BS_ORDER_Z=", 0) == 0) kv = "BS_ORDER_Z=zz";   // replaced in place
+  expected.push_back("BS_NEW=1");
+  LaunchOptions o;
+  o.argv = {inferior("simple")};
+  o.startup_with_shell = false;
+  o.env_set["BS_ORDER_Z"] = "zz";
+  o.env_set["BS_NEW"] = "1";
+  o.env_unset.insert("BS_ORDER_A");
+  auto p = launch_ok(o);
+  CHECK(environment_of(p->pid()) == expected);   // not sorted: the stack as without a server
+  REQUIRE(p->kill().ok());
+
+  LaunchOptions r;
+  r.argv = {inferior("simple")};
+  r.startup_with_shell = false;
+  r.exact_environment = std::vector<std::string>{"Z=1", "A=2", "M=3"};
+  auto q = launch_ok(r);
+  CHECK(environment_of(q->pid()) == std::vector<std::string>{"Z=1", "A=2", "M=3"});
+  REQUIRE(q->kill().ok());
+  ::unsetenv("BS_ORDER_Z");
+  ::unsetenv("BS_ORDER_A");
 }
 
 TEST_CASE("launching a missing program fails with code 127", "[process]") {

@@ -242,6 +242,8 @@ TEST_CASE("threads and libraries XML", "[xml]") {
   CHECK(threads_xml({{0x1182, 0x1182, 0, "prog"}}, true) ==
         "<threads>\n<thread id=\"p1182.1182\" core=\"0\" name=\"prog\"/>\n</threads>\n");
   CHECK(threads_xml({{1, 2, -1, ""}}, false) == "<threads>\n<thread id=\"2\"/>\n</threads>\n");
+  // The core is decimal, as gdbserver writes it (GDB refuses core="e"; seen on a 16-CPU host).
+  CHECK(threads_xml({{1, 2, 14, ""}}, false) == "<threads>\n<thread id=\"2\" core=\"14\"/>\n</threads>\n");
   CHECK(threads_xml({{1, 2, -1, "a<&>\"'"}}, false).find("name=\"a&lt;&amp;&gt;&quot;&apos;\"") != std::string::npos);
   CHECK(libraries_svr4_xml({}, std::nullopt) == "<library-list-svr4 version=\"1.0\"></library-list-svr4>");
   std::string l = libraries_svr4_xml({{"/lib/libc.so.6", 0x10, 0x7f00, 0x7f80}}, 0x20);
