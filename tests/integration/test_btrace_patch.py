@@ -530,3 +530,32 @@ def test_signal_handlers_interrupting_a_blocked_syscall(procs):
                           ["print got", "print eintr"])
     assert "$1 = 2" in patch and "$2 = 1" in patch, patch[-2000:]
     assert ring_branches(patch)["ring"] > 0
+
+
+def mapping_rows(out):
+    """`info proc mappings` rows as (start, end, perms, name)."""
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+(\S{4})\s*(.*)$", line)
+        if m:
+            rows.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3), m.group(4).strip()))
+    return rows
+
+
+def test_recorded_run_keeps_the_program_layout(procs):
+    """Recording from the loader's first instruction leaves the program's own layout as it is
+    without recording (issue 30): the executable, the heap, every library, the stack at the same
+    addresses; what recording adds (the data page, the table, the rings and the stub areas) lies
+    away from all of them and is named branchstub-patch (but the one private data page)."""
+    prog = inferior("patchlibs")
+    cmds = ["break trace_end", "continue", "info proc mappings"]
+    plain = session(procs, "patch", prog, ["3"], cmds)
+    recorded = session(procs, "patch", prog, ["3"], ["record btrace"] + cmds)
+    assert "Recorded" not in plain and ring_branches(recorded)["ring"] > 1000, recorded[-3000:]
+    before, after = mapping_rows(plain), mapping_rows(recorded)
+    assert any("libc" in r[3] for r in before) and any(r[3] == prog for r in before), plain[-3000:]
+    missing = [r for r in before if r not in after]
+    assert not missing, ("moved or changed by recording", missing, after)
+    added = [r for r in after if r not in before]
+    assert added and all("branchstub-patch" in r[3] for r in added if r[3]), added
+    assert len([r for r in added if not r[3]]) <= 1, added

@@ -158,12 +158,7 @@ void PatchTracer::suspend(PatchThread* t) {
   if (!installed_) return;
   if (all) update_caches();  // nobody runs a stub now
   (void)sync_regions();  // a module unloaded while it ran: its bytes are not ours to restore
-  stats_.patched_sites = stats_.int3_sites = 0;
-  for (auto& [addr, s] : sites_) {
-    stats_.patched_sites += s.installed == Installed::Patch;
-    stats_.int3_sites += s.installed == Installed::Int3;
-    uninstall(s, !all);
-  }
+  for (auto& [addr, s] : sites_) uninstall(s, !all);
   installed_ = false;
 }
 

@@ -67,8 +67,10 @@ namespace backend {
 class PatchTracer {
  public:
   struct Stats {
-    uint64_t patched_sites = 0;   // block ends patched when the process last stopped
-    uint64_t int3_sites = 0;      // block ends left to the engine's stop then
+    // Over the run (a count taken at a stop said 0 at the exit_group stop of a whole recorded
+    // run): block ends patched at least once, and those only ever left to the engine's stop.
+    uint64_t patched_sites = 0;
+    uint64_t int3_sites = 0;
     uint64_t drained = 0;         // branches taken from the ring
     uint64_t ring_full = 0;       // guard-page traps
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
@@ -173,6 +175,7 @@ class PatchTracer {
     uint64_t begin = 0, end = 0;    // patched bytes [begin, end)
     std::vector<uint8_t> original, patched;
     Installed installed = Installed::None;
+    bool counted_patch = false, counted_int3 = false;  // in Stats::patched_sites / int3_sites
   };
   // Ring entry id -> branch. `stub`: a dynamic site's stub (its ids carry the target; the
   // drain moves the site's inline cache to it).

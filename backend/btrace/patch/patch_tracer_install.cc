@@ -89,11 +89,18 @@ void PatchTracer::install(Site& s, bool int3_only) {
     code_write(s.begin, s.patched);
     s.installed = Installed::Patch;
     ranges_[s.begin] = flow;
+    if (!s.counted_patch) {
+      s.counted_patch = true;
+      ++stats_.patched_sites;
+      if (s.counted_int3) --stats_.int3_sites;  // an int3 site once, patched now
+    }
     return;
   }
   if (code_writes_.overlaps(flow, 1) && !flush_all()) return;  // the int3 keeps what is under it
   if (breakpoints_.insert(mem_, flow, BreakpointOwner::Internal)) {
     s.installed = Installed::Int3;
+    if (!s.counted_int3 && !s.counted_patch) ++stats_.int3_sites;
+    s.counted_int3 = true;
   }
 }
 
