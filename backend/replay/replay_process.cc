@@ -213,16 +213,12 @@ class ReplayProcess final : public Process {
     ev.signo = signo;
     return ev;
   }
-  // What a new replay needs before it runs: the server's settings and signal choices. The
-  // replays behind reverse execution count with the software engine: block patching maps its
-  // areas when a module appears, and a pass stops the program while ld.so maps libc (for
-  // the int3s it puts in), so its areas would take the place ld.so's next mmap had.
+  // What a new replay needs before it runs: the server's settings (the replays behind reverse
+  // execution count as the forward one does: through block patching unless --btrace-source
+  // says otherwise; a copy made from a checkpoint drops its parent's areas first, see
+  // PatchTracer::unmap_inherited_areas) and signal choices.
   void set_up(Process& p) {
-    if (configured_) {
-      ProcessSettings soft = settings_;
-      soft.trace_source = TraceSource::Software;
-      p.configure(soft);
-    }
+    if (configured_) p.configure(settings_);
     p.set_pass_signals(pass_signals_);
     p.set_program_signals(program_signals_);
   }

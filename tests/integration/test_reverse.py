@@ -34,8 +34,8 @@ def trace(tmp_path_factory):
     return d / "t", printed
 
 
-def session(procs, trace_dir, cmds, timeout=240):
-    srv = procs.server(["replay", "--once", "{COMM}", str(trace_dir)])
+def session(procs, trace_dir, cmds, timeout=240, server_args=()):
+    srv = procs.server(["replay"] + list(server_args) + ["--once", "{COMM}", str(trace_dir)])
     r = gdb_remote(srv, cmds, prog=PROG, timeout=timeout, pre=["set sysroot /"])
     assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
     return r
@@ -63,6 +63,21 @@ def test_watchpoint_backwards_shows_the_write_before(procs, trace):
     assert values(r)[1:] == ["5", "4"], r
     # Stopped before the writing instruction, in bump's line that writes.
     assert re.search(r"in bump \(by=5\) at .*reverse_prog.c:%d" % line_of("bump-line"), r.out), r
+
+
+@pytest.mark.parametrize("source", ["soft", "patch"])
+def test_reverse_passes_count_with_either_source(procs, trace, source):
+    """The replays behind reverse execution count as the forward replay does: through block
+    patching by default (their copies from checkpoints drop the areas they inherit, or ld.so's
+    mmaps would land elsewhere than recorded: a divergence), with the software engine when asked."""
+    r = session(procs, trace[0], ["break %d" % line_of("print-line"), "continue", "watch counter",
+                                  "reverse-continue", "reverse-continue", "continue", "print counter",
+                                  "delete", "break main", "reverse-continue", "print counter"],
+                server_args=["--btrace-source=" + source])
+    assert re.search(r"Old value = 15\s+New value = 10", r.out), r
+    assert re.search(r"Old value = 10\s+New value = 6", r.out), r
+    assert re.search(r"Old value = 6\s+New value = 10", r.out), r   # forward again to the next write
+    assert values(r) == ["10", "0"], r
 
 
 def test_recorded_time_seen_again_after_stepping_back_over_it(procs, trace):

@@ -200,6 +200,7 @@ class PatchTracer {
   bool sync_regions();
   Result<void> setup(pid_t tid);
   // An area shared with the server (nullopt: the caller maps a private one; counted either way).
+  Result<void> unmap_inherited_areas(pid_t tid, uint64_t hint);
   std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
   Result<void> map_code_area(pid_t tid, Region& r);
   Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none

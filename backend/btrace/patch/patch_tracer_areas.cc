@@ -97,6 +97,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
   uint64_t hint = lowest > 4 * kKeepClear ? (lowest - 3 * kKeepClear) & ~(kPage - 1) : 0;
   if (!flush_all()) return Error{EIO, "cannot write the program's code"};
+  if (auto gone = unmap_inherited_areas(tid, hint); !gone) return gone.error();
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
                                  {hint, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                   static_cast<uint64_t>(-1), 0});
@@ -133,6 +134,25 @@ Result<void> PatchTracer::setup(pid_t tid) {
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
   ready_ = true;
+  return {};
+}
+
+// A forked copy (a replay's checkpoint, a fork child the client follows) starts with its
+// parent's areas where this process's would go (the places are fixed): they would push the new
+// ones to where the kernel puts the program's next mmap, and a replay's copy would then see its
+// mmaps land elsewhere than recorded. The copy's code is the program's own (patches come out
+// before a checkpoint and in a fork child), so nothing jumps into them: they go.
+Result<void> PatchTracer::unmap_inherited_areas(pid_t tid, uint64_t hint) {
+  auto maps = read_memory_map(pid_);
+  if (!maps) return maps.error();
+  for (const auto& m : *maps) {
+    bool named = m.name.find("branchstub-patch") != std::string::npos;
+    bool data_page = hint && m.start == hint && m.end == hint + kPage && m.name.empty();  // private: unnamed
+    if (!named && !data_page) continue;
+    auto r = patch::inject_syscall(pid_, tid, mem_, SYS_munmap, {m.start, m.end - m.start, 0, 0, 0, 0});
+    if (!r) return r.error();
+    if (failed(*r)) return Error{static_cast<int>(-*r), "munmap of an inherited area failed"};
+  }
   return {};
 }
 
