@@ -248,7 +248,7 @@ static std::vector<std::string> environment_of(pid_t pid) {
   return out;
 }
 
-TEST_CASE("the environment keeps the server's order; a replay's is exactly the recorded one", "[process]") {
+TEST_CASE("the environment keeps the server's order, and a replay's is exactly the recorded one", "[process]") {
   ::setenv("BS_ORDER_Z", "z", 1);   // appended: after every variable the test started with
   ::setenv("BS_ORDER_A", "a", 1);
   std::vector<std::string> expected;
