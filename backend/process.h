@@ -98,6 +98,9 @@ enum class BreakpointKind { Software, Hardware, WriteWatch, ReadWatch, AccessWat
 // Reverse execution (a replayed process only): back one instruction, or back to the last
 // breakpoint, watchpoint or signal stop before now.
 enum class ReverseKind { Step, Continue };
+// Asked now and then during a long synchronous run (a reverse pass): true when the client
+// interrupted it or is gone. The run then stops where it stands, reported as a SIGINT stop.
+using CancelCheck = std::function<bool()>;
 
 // Where a replay stands (`monitor when`, `monitor checkpoint`): rr's event and tick numbers.
 struct ReplayPosition {
@@ -170,7 +173,7 @@ class Process {
   virtual std::optional<ReplayPosition> replay_position() { return std::nullopt; }
   virtual std::vector<ReplayPosition> replay_checkpoints() const { return {}; }
   virtual Result<void> take_checkpoint() { return Error{EOPNOTSUPP, "Only a replay keeps checkpoints."}; }
-  virtual Result<void> resume_reverse(pid_t /*tid*/, ReverseKind /*kind*/) {
+  virtual Result<void> resume_reverse(pid_t /*tid*/, ReverseKind /*kind*/, const CancelCheck& /*cancelled*/) {
     return Error{EOPNOTSUPP, "Target does not support this operation."};
   }
 

@@ -30,6 +30,21 @@ void Session::start() {
                     });
 }
 
+bool Session::client_cancels() {
+  if (closed_) return true;
+  switch (transport_->poll_peer()) {
+    case Transport::PeerNews::Interrupt:
+      server_.log().event("interrupt requested (during a synchronous request)");
+      return true;
+    case Transport::PeerNews::Gone:
+      server_.log().event("the client hung up (during a synchronous request)");
+      return true;
+    case Transport::PeerNews::Nothing:
+      return false;
+  }
+  return false;
+}
+
 void Session::close() {
   if (transport_) transport_->close();
 }

@@ -62,6 +62,8 @@ class Session {
   void send(const protocol::Reply& reply);        // one packet, in this client's dialect
   void send_console(std::string_view text);       // "O<hex>" packet (qRcmd output)
   void note_lldb();                               // an LLDB-only packet was seen
+  // During a long synchronous request: the client sent Ctrl-C or hung up since.
+  bool client_cancels();
   // Signal numbers on the wire: GDB's numbering for GDB; Linux's for LLDB, which reads them
   // as the platform's (lldb-server sends those and says native-signals+).
   int wire_signal(int host_signal) const;

@@ -1,6 +1,7 @@
 #include "server/transport.h"
 
 #include <fcntl.h>
+#include <poll.h>
 
 #include <unistd.h>
 
@@ -39,7 +40,35 @@ class StreamTransport : public Transport {
     out_.cancel(ignored);
   }
 
+  PeerNews poll_peer() override {
+    if (closed_ || finished_) return PeerNews::Gone;
+    if (hung_up_) return PeerNews::Gone;
+    pollfd p{in_.native_handle(), POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) return PeerNews::Nothing;
+    if (!(p.revents & POLLIN)) {
+      // POLLHUP/POLLERR with nothing left to read: the client is gone (the read sees it too).
+      hung_up_ = (p.revents & (POLLHUP | POLLERR)) != 0;
+      return hung_up_ ? PeerNews::Gone : PeerNews::Nothing;
+    }
+    char byte = 0;
+    ssize_t n = ::read(in_.native_handle(), &byte, 1);
+    if (n == 0) {
+      hung_up_ = true;  // EOF stays: the pending asynchronous read reports it to the session
+      return PeerNews::Gone;
+    }
+    if (n != 1) return PeerNews::Nothing;
+    if (byte == '\x03') return PeerNews::Interrupt;
+    // Not ours: the session gets it first thing, before whatever is read next.
+    stash_.push_back(byte);
+    auto alive = alive_;
+    asio::post(in_.get_executor(), [this, alive] {
+      if (*alive && !closed_ && !stash_.empty()) deliver(std::exchange(stash_, {}));
+    });
+    return PeerNews::Nothing;
+  }
+
  private:
+  void deliver(const std::string& bytes) { on_data_(bytes); }
   void read_more() {
     auto alive = alive_;
     in_.async_read_some(asio::buffer(buffer_), [this, alive](boost::system::error_code ec, size_t n) {
@@ -48,7 +77,13 @@ class StreamTransport : public Transport {
         finish();
         return;
       }
-      on_data_(std::string_view(buffer_.data(), n));
+      if (!stash_.empty()) {
+        std::string bytes = std::exchange(stash_, {});
+        bytes.append(buffer_.data(), n);
+        on_data_(bytes);
+      } else {
+        on_data_(std::string_view(buffer_.data(), n));
+      }
       if (*alive && !closed_) read_more();
     });
   }
@@ -81,6 +116,8 @@ class StreamTransport : public Transport {
   CloseHandler on_close_;
   bool closed_ = false;
   bool finished_ = false;
+  bool hung_up_ = false;
+  std::string stash_;  // bytes poll_peer() read that were not an interrupt
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
@@ -95,6 +132,7 @@ class TcpTransport : public Transport {
   }
   void start(ReadHandler d, CloseHandler c) override { impl_.start(std::move(d), std::move(c)); }
   void write(std::string bytes) override { impl_.write(std::move(bytes)); }
+  PeerNews poll_peer() override { return impl_.poll_peer(); }
   void close() override {
     impl_.close();
     boost::system::error_code ignored;
@@ -114,6 +152,7 @@ class StdioTransport : public Transport {
         impl_(in_, out_) {}  // close-on-exec: the programs we launch get no copy of the protocol
   void start(ReadHandler d, CloseHandler c) override { impl_.start(std::move(d), std::move(c)); }
   void write(std::string bytes) override { impl_.write(std::move(bytes)); }
+  PeerNews poll_peer() override { return impl_.poll_peer(); }
   void close() override {
     impl_.close();
     boost::system::error_code ignored;

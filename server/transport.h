@@ -22,6 +22,11 @@ class Transport {
   // Queues bytes; writes never block the loop.
   virtual void write(std::string bytes) = 0;
   virtual void close() = 0;
+  // Asked while the loop is busy with a long synchronous request (a reverse pass): whether the
+  // client has since sent an interrupt (Ctrl-C, taken here) or hung up. Any other byte read
+  // while looking is handed to the read handler later, in order.
+  enum class PeerNews { Nothing, Interrupt, Gone };
+  virtual PeerNews poll_peer() { return PeerNews::Nothing; }
 };
 
 std::unique_ptr<Transport> make_tcp_transport(boost::asio::ip::tcp::socket socket);

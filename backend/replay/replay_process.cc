@@ -73,7 +73,7 @@ class ReplayProcess final : public Process {
                            "or a signal is pending)."};
     return {};
   }
-  Result<void> resume_reverse(pid_t tid, ReverseKind kind) override;
+  Result<void> resume_reverse(pid_t tid, ReverseKind kind, const CancelCheck& cancelled) override;
 
   Result<void> set_non_stop(bool on) override {
     non_stop_ = on;
@@ -335,16 +335,22 @@ std::optional<StopEvent> ReplayProcess::poll_events() {
   return last_;
 }
 
-Result<void> ReplayProcess::resume_reverse(pid_t tid, ReverseKind kind) {
+Result<void> ReplayProcess::resume_reverse(pid_t tid, ReverseKind kind, const CancelCheck& cancelled) {
   if (!timeline_.process().alive()) return Error{ESRCH, "The program is not being run."};
   if (timeline_.process().running() || pending_) return Error{EBUSY, "The program is running."};
   if (tid > 0 && to_real(tid) != timeline_.real_pid()) return Error{ESRCH, "No such thread."};
   end_diversion(true);  // backwards from where the recording was left
   ReplayPoint from = timeline_.here();
   BranchCounter::Last last = timeline_.clock().last_branch();
+  timeline_.set_cancel(cancelled);
   auto stop = kind == ReverseKind::Step ? reverse_step(from, last) : reverse_continue(from, last);
+  timeline_.set_cancel({});
   end_told_ = false;
-  if (!stop) {
+  if (!stop && stop.error().code == ECANCELED && timeline_.started() && timeline_.process().alive()) {
+    // Interrupted (or the client is gone): the program stops where the pass stands, a place
+    // between the checkpoint it started from and `from`, as a forward run stops at Ctrl-C.
+    pending_ = event(StopKind::Signal, SIGINT);
+  } else if (!stop) {
     // Wherever the replay is now, the client is told why it stopped there.
     console_ += fmt::format("branchstub replay: cannot run backwards from {}: {}\n", from.describe(),
                             stop.error().message);

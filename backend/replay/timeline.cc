@@ -130,16 +130,49 @@ bool Timeline::passed(const Target& t, const ReplayPoint& p) const {
 
 Result<StopEvent> Timeline::run(const ResumePlan& plan) {
   if (auto r = process_->resume(plan); !r) return r.error();
+  // With a cancel check, the wait for news is cut every 20 ms to ask it: SIGCHLD (blocked
+  // for the server's signalfd) is waited for with a timeout instead of a blocking waitid.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  bool timed = false;
+  if (cancel_) {
+    sigset_t now;
+    timed = ::pthread_sigmask(SIG_BLOCK, nullptr, &now) == 0 && sigismember(&now, SIGCHLD) == 1;
+  }
+  bool interrupted = false;
   for (int gone = 0;;) {
     if (auto ev = process_->poll_events()) return *ev;
     if (process_->wants_poll()) continue;
     if (!process_->running()) return Error{EIO, "the replay stopped without telling why"};
-    // Sleep until the replay has news, without taking it (poll_events reaps it).
     siginfo_t si{};
+    if (timed) {
+      if (!interrupted && cancelled()) {
+        process_->interrupt();  // its stop comes as any other; the caller then sees the cancel
+        interrupted = true;
+      }
+      timespec wait{0, 20'000'000};
+      (void)::sigtimedwait(&chld, nullptr, &wait);
+      if (::waitid(P_PID, real_pid_, &si, WEXITED | WSTOPPED | WNOWAIT | WNOHANG | __WALL) != 0 && errno == ECHILD &&
+          ++gone > 3)
+        return Error{ECHILD, "the replay is gone"};
+      continue;
+    }
+    // Sleep until the replay has news, without taking it (poll_events reaps it).
     if (::waitid(P_PID, real_pid_, &si, WEXITED | WSTOPPED | WNOWAIT | __WALL) != 0 && errno != EINTR &&
         ++gone > 3)
       return Error{ECHILD, "the replay is gone"};
   }
+}
+
+// Not at every stop: a busy pass stops tens of thousands of times a second.
+bool Timeline::cancelled() {
+  if (!cancel_ || cancel_seen_) return cancel_seen_;
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_check_) return false;
+  next_check_ = now + std::chrono::milliseconds(20);
+  cancel_seen_ = cancel_();
+  return cancel_seen_;
 }
 
 Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoint>& points, std::vector<Hit>* hits) {
@@ -197,6 +230,10 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
   for (;;) {
     ReplayPoint h = here();
     if (matches(target, h)) break;
+    if (cancelled()) {
+      clean();
+      return Error{ECANCELED, "interrupted"};
+    }
     if (passed(target, h)) {
       clean();
       return Error{EIO, fmt::format("the replay passed {} (it is at {})", target.point.describe(), h.describe())};
@@ -286,6 +323,7 @@ Result<Timeline::Before> Timeline::step_until(const ReplayPoint& x, BranchCounte
     if (h == x) return before;
     if (h > x) return Error{EIO, fmt::format("stepping passed {} (at {})", x.describe(), h.describe())};
     if (n > kMaxSteps) return Error{EIO, fmt::format("more than {} steps before {}", kMaxSteps, x.describe())};
+    if (cancelled()) return Error{ECANCELED, "interrupted"};
     before.place = h;
     if (deliver == 0 && leads_to(h, x, last)) {
       before.here = true;

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -95,12 +96,20 @@ class Timeline {
   // One resume of the replay and its next stop, waited for here.
   Result<StopEvent> run(const ResumePlan& plan);
 
+  // Asked every few milliseconds by run_to and step_until (empty: never); true ends them where
+  // the replay stands with an ECANCELED error (the client interrupted or is gone).
+  void set_cancel(CancelCheck check) {
+    cancel_ = std::move(check);
+    cancel_seen_ = false;
+  }
+
  private:
   bool matches(const Target& t, const ReplayPoint& p) const;
   bool passed(const Target& t, const ReplayPoint& p) const;
   // Whether one step from h certainly lands on x (decoded: a plain instruction, a branch not
   // taken, a syscall or rdtsc, or x's stretch's branch itself).
   bool leads_to(const ReplayPoint& h, const ReplayPoint& x, BranchCounter::Last last);
+  bool cancelled();
 
   std::shared_ptr<const TraceReader> trace_;
   LaunchOptions base_;
@@ -110,6 +119,9 @@ class Timeline {
   ReplayClock* clock_ = nullptr;
   pid_t real_pid_ = 0;
   ReplayPoint start_;
+  CancelCheck cancel_;
+  bool cancel_seen_ = false;  // sticky: every loop it is asked in ends
+  std::chrono::steady_clock::time_point next_check_{};
 };
 
 }  // namespace backend::replay

@@ -221,7 +221,8 @@ Reply handle(Session& s, const ReverseResume& r) {
   if (!p->can_reverse()) return error_reply(EOPNOTSUPP, "Target does not support reverse execution.");
   pid_t tid = s.continue_thread() > 0 && p->has_thread(s.continue_thread()) ? s.continue_thread() : s.general_thread();
   s.begin_resume();
-  if (auto res = p->resume_reverse(tid, r.step ? backend::ReverseKind::Step : backend::ReverseKind::Continue); !res)
+  auto kind = r.step ? backend::ReverseKind::Step : backend::ReverseKind::Continue;
+  if (auto res = p->resume_reverse(tid, kind, [&s] { return s.client_cancels(); }); !res)
     return error_reply(res.error());
   if (!s.non_stop()) s.expect_stop();
   s.server().resumed();
