@@ -1,8 +1,8 @@
-"""A long reverse pass on a replay (issue 28; docs/record-replay.md) is the client's to end, as
-a forward `continue` is: Ctrl-C in GDB stops `reverse-continue` where the pass stands (a SIGINT
-stop at a place of the history, from which the program goes on as recorded), and a GDB that
-dies during the pass ends the replay server (`--once`) and its program instead of leaving them
-to run the pass out (minutes) with nobody to tell.
+"""Long reverse passes on a replay (issue 28; docs/record-replay.md). A pass is the client's to
+end, as a forward `continue` is: Ctrl-C in GDB stops `reverse-continue` where the pass stands (a
+SIGINT stop at a place of the history, from which the program goes on as recorded), and a GDB
+that dies during the pass ends the replay server (`--once`) and its program instead of leaving
+them to run the pass out (minutes) with nobody to tell.
 
 The pass is made long on purpose: `bploop` recorded with three million calls of hit(), and a
 breakpoint on hit() whose condition (evaluated by the server) is never true: the pass back to
@@ -76,3 +76,4 @@ def test_a_client_gone_during_a_reverse_pass_ends_the_replay(procs, trace):
     # gdbserver's rule for a program it launched: killed when its client goes; --once: done.
     assert srv.wait_exit(30) is not None, "the replay server runs on after its client died"
     wait_until(lambda: not find_inferior_processes(["bploop"]), 10, "the replayed program gone")
+
