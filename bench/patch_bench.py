@@ -164,6 +164,15 @@ def region_instructions(exe, prog, args):
     return int(n.group(1))
 
 
+def text_file(path, size):
+    """`size` bytes of generated text lines (what gzip and xz compress here)."""
+    with open(path, "w") as f:
+        i = 0
+        while f.tell() < size:
+            f.write("line %d: the quick brown fox %x jumps over %d lazy dogs\n" % (i, i * 2654435761 % 2**32, i % 97))
+            i += 1
+
+
 def native_program(prog, args, runs):
     samples = []
     for _ in range(runs):
@@ -178,15 +187,9 @@ def program_rows(exe, a):
     rows = []
     rows.append(("`ls -l %s`" % a.ls_dir, "/usr/bin/ls", ["-l", a.ls_dir], ["-l", a.ls_dir], 1.0))
     tmp = tempfile.mkdtemp()
-    def text(path, size):
-        with open(path, "w") as f:
-            i = 0
-            while f.tell() < size:
-                f.write("line %d: the quick brown fox %x jumps over %d lazy dogs\n" % (i, i * 2654435761 % 2**32, i % 97))
-                i += 1
     big, small = os.path.join(tmp, "big.txt"), os.path.join(tmp, "small.txt")
-    text(big, a.gzip_mib << 20)
-    text(small, a.soft_gzip_kib << 10)
+    text_file(big, a.gzip_mib << 20)
+    text_file(small, a.soft_gzip_kib << 10)
     scale = os.path.getsize(big) / os.path.getsize(small)
     rows.append(("`gzip -c` %d MiB" % a.gzip_mib, "/usr/bin/gzip", ["-c", big], ["-c", small], scale))
     print("| program | native | untraced session | software source | patch source | block ends patched "

@@ -22,23 +22,14 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+from patch_bench import native_program, text_file  # noqa: E402
 
 GIB = 1 << 30
-
-
-def text_file(path, size):
-    with open(path, "w") as f:
-        i = 0
-        while f.tell() < size:
-            f.write("line %d: the quick brown fox %x jumps over %d lazy dogs\n" % (i, i * 2654435761 % 2**32, i % 97))
-            i += 1
 
 
 def rows(build, tmp, which):
@@ -53,15 +44,6 @@ def rows(build, tmp, which):
         ("loop", "bench loop (`bploop 2000000`)", os.path.join(build, "inferiors", "bploop"), ["2000000"]),
     ]
     return [r for r in table if r[0] in which]
-
-
-def native(prog, args, runs):
-    samples = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run([prog] + args, check=True, stdout=subprocess.DEVNULL)
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def session(exe, prog, args, start, record):
@@ -103,7 +85,7 @@ def main():
     print("| program | from | native | session | recorded | 2nd run | overhead | 2nd run overhead |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for _key, title, prog, args in rows(a.build, tmp, a.rows.split(",")):
-        nat = native(prog, args, a.native_runs)
+        nat = native_program(prog, args, a.native_runs)
         for start in ("loader", "main"):
             plain, _ = median_session(exe, prog, args, start, False, a.runs)
             first, status = median_session(exe, prog, args, start, True, a.runs)
