@@ -167,6 +167,20 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t ptrace_stops() const { return ptrace_stops_; }
   uint64_t emulated_flows() const { return stepper_.emulated_flows(); }
 
+  // Replay's watch (SyscallInterceptor::watch_pc) moved outside an interceptor call: its int3
+  // goes where the watch now is. Not before the patches are in (the first run puts them in):
+  // until then the ring's budget cannot hold the int3 back, and the next interceptor call or
+  // the budget's stop places it.
+  void interceptor_watch_changed() {
+    if (stepper_.patch_counting(pid_) || !counts_through_patches(pid_)) sync_interceptor_watch();
+  }
+  // tid's branches are counted through block patching (its ring; budgets apply), or will be
+  // from its next run (the patches go in at the first run).
+  bool counts_through_patches(pid_t tid) const {
+    const PatchTracer* p = stepper_.patcher();
+    return tracer_ && tracer_->patch_traced(tid) && (!p || p->disabled_reason().empty());
+  }
+
  private:
   // Stopped: every thread stopped, the client knows. Running: resumed, nothing to report yet.
   // Stopping: an event was chosen (or the server pauses us): threads that still run get a

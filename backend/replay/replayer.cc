@@ -74,15 +74,30 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
   // The next event is a signal that arrived in the program's code: the thread stops at its pc.
   uint64_t watch_pc() const override {
+    if (goal_watched()) return goal_->second;
     const TraceEvent* n = next();
     bool in_code = n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode;
     return in_code && diverged_.empty() && !signal_sent_ && !diverted_ ? n->pc : 0;
   }
   WatchVerdict at_watch_pc(pid_t tid) override;
   uint64_t branches_before_watch(pid_t) const override {
-    const TraceEvent* n = next();
     uint64_t seen = counter_.count(pid_);
+    if (goal_watched()) return goal_->first > seen ? goal_->first - seen : 1;
+    const TraceEvent* n = next();
     return n && n->branches > seen ? n->branches - seen : 1;
+  }
+  bool set_goal(std::optional<std::pair<uint64_t, uint64_t>> goal) override {  // replayer.h
+    goal_.reset();
+    if (!goal) return true;
+    for (size_t i = cursor_; i < trace_->events().size(); ++i) {
+      const TraceEvent& e = trace_->events()[i];
+      if (e.branches > goal->first) break;
+      // Not across a signal yet: with one on the way, gdb.reverse's sigall-reverse counted 13
+      // branches short at the next system call (a handler's entry or sigreturn under a budget).
+      if (e.kind == EventKind::Signal) return false;
+    }
+    goal_ = goal;
+    return true;
   }
 
  private:
@@ -91,6 +106,12 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     uint64_t seen = counter_.count(pid_);
     if (seen == e.branches) return {};
     return fmt::format("{}: expected branch count {}, saw {}", describe(e), e.branches, seen);
+  }
+  // The goal is what the watch is for now: no in-code signal is due before it.
+  bool goal_watched() const {
+    if (!goal_ || !diverged_.empty() || diverted_ || signal_sent_) return false;
+    const TraceEvent* n = next();
+    return !(n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode && n->branches <= goal_->first);
   }
   const TraceEvent* next() const {
     return cursor_ < trace_->events().size() ? &trace_->events()[cursor_] : nullptr;
@@ -125,6 +146,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   uint64_t scratch_ = 0;               // where a path was written below the stack
   std::vector<uint8_t> scratch_saved_;
   bool signal_sent_ = false;  // the in-code signal is pending (tgkill'd at its pc)
+  std::optional<std::pair<uint64_t, uint64_t>> goal_;  // set_goal(): branches, pc
   bool hold_at_end_ = false;
   bool held_at_end_ = false;  // stopped at the exit's entry; resumed, the program ends
   bool diverted_ = false;     // the client runs code in the program: its syscalls are real
@@ -155,6 +177,11 @@ std::shared_ptr<const ReplayState> Replayer::save() const {
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
 // when the count and the registers are the recorded ones; before the count, it goes on.
 SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid) {
+  if (goal_watched()) {
+    // At the goal's count the thread stops (past it too: the run that set it says so).
+    if (counter_.count(pid_) < goal_->first) return {};
+    return {true, false, {}};
+  }
   const TraceEvent* e = next();
   if (!e || e->kind != EventKind::Signal || e->args[1] != kSignalInCode) return {};
   uint64_t seen = counter_.count(pid_);

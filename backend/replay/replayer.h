@@ -47,6 +47,11 @@ class ReplayClock {
   // A diversion (the client runs code in the program: `call f()`, LLDB's expressions): the
   // program's system calls run for real, unchecked, and the trace stays where it was.
   virtual void set_diverted(bool on) = 0;
+  // A place to stop at (the thread's branch count and pc) for a run to it (timeline.h): the
+  // thread stops there through the watch of watch_pc() (with block patching, the ring's budget
+  // brings it near first: a target in a busy loop is not stopped at every iteration). false:
+  // not so (a signal is due on the way: the caller stops at the pc itself). nullopt: none.
+  virtual bool set_goal(std::optional<std::pair<uint64_t, uint64_t>> goal) = 0;
 };
 
 // Checks the trace directory (finished, program and mapped files unchanged) and reads it.

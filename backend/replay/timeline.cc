@@ -194,7 +194,15 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
       if (w.client && code_point(w.kind) && w.addr == pc) return true;
     return false;
   };
-  if (!target.point.end && !client_code_point_at(target.point.pc))
+  // Counting through block patching, the target's count and pc go through the replay's watch:
+  // the ring's budget stops the thread near the count, and only then does an int3 go in (a
+  // target inside a busy loop is not met at every iteration). Otherwise an int3 of our own,
+  // put in again after each mmap (the watch's int3 goes in at once, where ld.so may map over it).
+  bool by_goal = !target.point.end && !client_code_point_at(target.point.pc) &&
+                 process_->counts_through_patches(real_pid_) &&
+                 clock_->set_goal(std::pair{target.point.branches, target.point.pc});
+  if (by_goal) process_->interceptor_watch_changed();
+  if (!target.point.end && !by_goal && !client_code_point_at(target.point.pc))
     wants.push_back({BreakpointKind::Software, target.point.pc, 1, nullptr, false});
   // ld.so maps a library, then maps its segments over that mapping (MAP_FIXED): an int3
   // written in between is gone without a trace. Every mmap's return puts them all in again.
@@ -214,6 +222,10 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
       if (w.in) (void)p.remove_breakpoint(w.kind, w.addr, w.len);
     p.set_catch_syscalls(false, {});
     clock_->set_watched({});
+    if (by_goal) {
+      (void)clock_->set_goal(std::nullopt);
+      process_->interceptor_watch_changed();
+    }
     (void)p.take_console_output();  // breakpoint commands' output belongs to no stop the client sees
   };
   // A replay started from a checkpoint stands at a client's breakpoint: backwards, that is a hit.
@@ -242,6 +254,9 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
     // over an int3 it lands on (a breakpoint right after another, the target after a client's).
     bool on_int3 = std::any_of(wants.begin(), wants.end(),
                                [&](const Want& w) { return w.in && code_point(w.kind) && w.addr == h.pc; });
+    // At the goal's count and pc but not the place (a `rep` instruction halfway, an event
+    // between): steps from there, as from an int3 (a continue would run the whole `rep`).
+    on_int3 = on_int3 || (by_goal && h.pc == target.point.pc && h.branches == target.point.branches);
     ResumePlan plan;
     if (on_int3) plan.threads[real_pid_] = ResumeAction{ResumeKind::Step, deliver, 0, 0};
     else plan.others = ResumeAction{ResumeKind::Continue, deliver, 0, 0};

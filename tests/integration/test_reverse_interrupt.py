@@ -2,7 +2,8 @@
 end, as a forward `continue` is: Ctrl-C in GDB stops `reverse-continue` where the pass stands (a
 SIGINT stop at a place of the history, from which the program goes on as recorded), and a GDB
 that dies during the pass ends the replay server (`--once`) and its program instead of leaving
-them to run the pass out (minutes) with nobody to tell.
+them to run the pass out (minutes) with nobody to tell. And a pass whose target pc lies in a
+long loop stops there once, by the branch count, not at every iteration.
 
 The pass is made long on purpose: `bploop` recorded with three million calls of hit(), and a
 breakpoint on hit() whose condition (evaluated by the server) is never true: the pass back to
@@ -15,8 +16,8 @@ import time
 
 import pytest
 
-from harness import (GDB, GDB_PRELUDE, GDB_SYSROOT, SERVER, Reader, find_inferior_processes, inferior, target_cmd,
-                     wait_until)
+from harness import (GDB, GDB_PRELUDE, GDB_SYSROOT, SERVER, Reader, find_inferior_processes, gdb_remote, inferior,
+                     target_cmd, wait_until)
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -77,3 +78,19 @@ def test_a_client_gone_during_a_reverse_pass_ends_the_replay(procs, trace):
     assert srv.wait_exit(30) is not None, "the replay server runs on after its client died"
     wait_until(lambda: not find_inferior_processes(["bploop"]), 10, "the replayed program gone")
 
+
+
+def test_stepping_back_out_of_a_long_loop_goes_by_the_branch_count(procs, trace):
+    """reverse-stepi from the call after the loop: the pass behind it runs from the first
+    instruction to the loop's last `ret` (a pc met three million times before the branch count
+    it is wanted at). Through the ring's budget the replay stops there once; an int3 at that
+    pc stops it at every call (about 25 minutes here): the session's time limit catches that."""
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["break loop_done", "continue", "reverse-stepi", "reverse-stepi", "reverse-stepi",
+                         "reverse-stepi", "print hits", "print i", "info symbol $pc", "delete", "stepi", "stepi",
+                         "stepi", "info symbol $pc", "print hits"],
+                   prog=PROG, timeout=120, pre=["set sysroot /"])
+    assert "cannot run backwards" not in r.out and "divergence" not in r.out, r
+    assert re.findall(r"^\$\d+ = (\d+)$", r.out, re.M) == [str(CALLS)] * 3, r
+    # Back in main's loop, then forward into loop_done again.
+    assert re.findall(r"^(\w+) \+ \d+ in section", r.out, re.M) == ["main", "loop_done"], r

@@ -271,7 +271,10 @@ bool PatchTracer::set_head(Ring& r, uint64_t head) {
 void PatchTracer::restart(pid_t tid, Ring& r) {
   uint64_t room = budget_ ? budget_(tid) : 0;
   r.first = r.begin;
-  if (room && room < (r.end - r.begin) / 4) r.first = r.end - room * 4;  // entries are 4 bytes or more
+  // Entries are 4 bytes or more (a dynamic one 12): room for `room` of the shortest, and never
+  // less than one of the longest, or a thread whose next entry is dynamic traps at its second
+  // store for ever without an entry written.
+  if (room && room < (r.end - r.begin) / 4) r.first = r.end - std::max<uint64_t>(room * 4, 12);
   (void)set_head(r, r.first);
 }
 
