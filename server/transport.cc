@@ -41,8 +41,7 @@ class StreamTransport : public Transport {
   }
 
   PeerNews poll_peer() override {
-    if (closed_ || finished_) return PeerNews::Gone;
-    if (hung_up_) return PeerNews::Gone;
+    if (closed_ || finished_ || hung_up_) return PeerNews::Gone;
     pollfd p{in_.native_handle(), POLLIN, 0};
     if (::poll(&p, 1, 0) != 1) return PeerNews::Nothing;
     if (!(p.revents & POLLIN)) {
@@ -62,13 +61,16 @@ class StreamTransport : public Transport {
     stash_.push_back(byte);
     auto alive = alive_;
     asio::post(in_.get_executor(), [this, alive] {
-      if (*alive && !closed_ && !stash_.empty()) deliver(std::exchange(stash_, {}));
+      if (*alive && !closed_) flush_stash();
     });
     return PeerNews::Nothing;
   }
 
  private:
-  void deliver(const std::string& bytes) { on_data_(bytes); }
+  // What poll_peer() read and kept goes to the session before anything read after it.
+  void flush_stash() {
+    if (!stash_.empty()) on_data_(std::exchange(stash_, {}));
+  }
   void read_more() {
     auto alive = alive_;
     in_.async_read_some(asio::buffer(buffer_), [this, alive](boost::system::error_code ec, size_t n) {
@@ -77,13 +79,8 @@ class StreamTransport : public Transport {
         finish();
         return;
       }
-      if (!stash_.empty()) {
-        std::string bytes = std::exchange(stash_, {});
-        bytes.append(buffer_.data(), n);
-        on_data_(bytes);
-      } else {
-        on_data_(std::string_view(buffer_.data(), n));
-      }
+      flush_stash();
+      if (*alive && !closed_) on_data_(std::string_view(buffer_.data(), n));
       if (*alive && !closed_) read_more();
     });
   }

@@ -72,7 +72,8 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   BranchCounter& counter() { return counter_; }
   void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
-  // The next event is a signal that arrived in the program's code: the thread stops at its pc.
+  // The next event is a signal that arrived in the program's code, or a run goes to a goal
+  // (set_goal): the thread stops at its pc.
   uint64_t watch_pc() const override {
     if (goal_watched()) return goal_->second;
     const TraceEvent* n = next();
@@ -86,7 +87,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     const TraceEvent* n = next();
     return n && n->branches > seen ? n->branches - seen : 1;
   }
-  bool set_goal(std::optional<std::pair<uint64_t, uint64_t>> goal) override {  // replayer.h
+  bool set_goal(std::optional<std::pair<uint64_t, uint64_t>> goal) override {
     goal_.reset();
     if (!goal) return true;
     for (size_t i = cursor_; i < trace_->events().size(); ++i) {
@@ -107,12 +108,8 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     if (seen == e.branches) return {};
     return fmt::format("{}: expected branch count {}, saw {}", describe(e), e.branches, seen);
   }
-  // The goal is what the watch is for now: no in-code signal is due before it.
-  bool goal_watched() const {
-    if (!goal_ || !diverged_.empty() || diverted_ || signal_sent_) return false;
-    const TraceEvent* n = next();
-    return !(n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode && n->branches <= goal_->first);
-  }
+  // The watch is the goal's (set_goal refused any goal with a signal on the way to it).
+  bool goal_watched() const { return goal_ && diverged_.empty() && !diverted_; }
   const TraceEvent* next() const {
     return cursor_ < trace_->events().size() ? &trace_->events()[cursor_] : nullptr;
   }

@@ -198,12 +198,11 @@ Result<void> Timeline::run_to(const Target& target, const std::vector<ClientPoin
   // the ring's budget stops the thread near the count, and only then does an int3 go in (a
   // target inside a busy loop is not met at every iteration). Otherwise an int3 of our own,
   // put in again after each mmap (the watch's int3 goes in at once, where ld.so may map over it).
-  bool by_goal = !target.point.end && !client_code_point_at(target.point.pc) &&
-                 process_->counts_through_patches(real_pid_) &&
+  bool ours = !target.point.end && !client_code_point_at(target.point.pc);  // a client's int3 serves otherwise
+  bool by_goal = ours && process_->counts_through_patches(real_pid_) &&
                  clock_->set_goal(std::pair{target.point.branches, target.point.pc});
   if (by_goal) process_->interceptor_watch_changed();
-  if (!target.point.end && !by_goal && !client_code_point_at(target.point.pc))
-    wants.push_back({BreakpointKind::Software, target.point.pc, 1, nullptr, false});
+  else if (ours) wants.push_back({BreakpointKind::Software, target.point.pc, 1, nullptr, false});
   // ld.so maps a library, then maps its segments over that mapping (MAP_FIXED): an int3
   // written in between is gone without a trace. Every mmap's return puts them all in again.
   auto insert_wanted = [&](bool again) {
