@@ -215,6 +215,13 @@ Result<FlowOutcome> BranchStepper::emulate(LinuxThread& t, const FlowInsn& insn)
 }
 
 std::optional<FlowOutcome> BranchStepper::execute_flow(LinuxThread& t, const FlowInsn& insn) {
+  if (insn.kind == FlowKind::Trap && insn.len) {  // record/replay's cpuid, rdrand...: the interceptor's
+    switch (host_.take_nondeterministic(t)) {
+      case Host::Taken::Emulated: return FlowOutcome{insn.addr + insn.len, false};
+      case Host::Taken::Stopped: return std::nullopt;
+      case Host::Taken::No: break;
+    }
+  }
   if (flow_is_emulatable(insn.kind))
     if (auto out = emulate(t, insn)) return *out;
   // The CPU runs it (syscall, trap, or a form we cannot emulate): lift our int3 for one step.

@@ -57,6 +57,10 @@ class BranchStepper {
     // A ring was drained at a stop the patcher consumed: the watch pc's int3 may be due now.
     // True when it changed (the thread is then planned anew rather than resumed as it was).
     virtual bool exact_stop_changed() = 0;
+    // Record/replay: the instruction at t's pc is one whose result the interceptor gives
+    // (SyscallInterceptor::take_instruction). Emulated: t is past it; Stopped: t was reported.
+    enum class Taken { No, Emulated, Stopped };
+    virtual Taken take_nondeterministic(LinuxThread& t) = 0;
     // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
     // condition holds)? False: the instruction there is executed as any other.
     virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
@@ -100,6 +104,8 @@ class BranchStepper {
   // ---- control-flow instructions ----
   // Executes the instruction at t's pc (t stopped on it): emulated when possible (returns the
   // outcome), else stepped by the CPU as a LiftedStep (returns nullopt; lifted_step_done follows).
+  // Record/replay's nondeterministic instructions go to the host's interceptor (nullopt when
+  // that reported a divergence).
   std::optional<FlowOutcome> execute_flow(LinuxThread& t, const FlowInsn& insn);
   Result<FlowOutcome> emulate(LinuxThread& t, const FlowInsn& insn);
   void flow_done(LinuxThread& t, const FlowInsn& insn, const FlowOutcome& outcome);

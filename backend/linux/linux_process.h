@@ -130,6 +130,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // Record/replay: every syscall and signal goes through `hook` first (syscall_interceptor.h).
   void set_syscall_interceptor(std::unique_ptr<SyscallInterceptor> hook) {
     interceptor_ = std::move(hook);
+    code_cache_.set_stop_at_nondeterministic(interceptor_ != nullptr);  // take_instruction() sees each one
     sync_interceptor_watch();
   }
   Result<std::vector<uint8_t>> siginfo(pid_t tid) override;
@@ -219,6 +220,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
     sync_interceptor_watch();
     return interceptor_watch_ != before;
   }
+  Taken take_nondeterministic(LinuxThread& t) override;
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }

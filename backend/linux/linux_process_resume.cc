@@ -229,6 +229,15 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   if (interceptor_ && request != kPtraceSingleblock &&
       (request == PTRACE_CONT || t.in_syscall || (request == PTRACE_SINGLESTEP && at_syscall(t.tid))))
     request = PTRACE_SYSCALL;
+  // Record/replay: a single step over cpuid, rdrand... gives the interceptor's result, not this
+  // CPU's; the step is then done as if its trap had come.
+  if (interceptor_ && request == PTRACE_SINGLESTEP && signo == 0 && !t.lifted_step && !t.signal_entry) {
+    switch (take_nondeterministic(t)) {
+      case Taken::Stopped: return;
+      case Taken::Emulated: return handle_step_done(t, kTrapTrace, std::nullopt);
+      case Taken::No: break;
+    }
+  }
   // Resumed from a syscall's entry stop with no syscall or step stop to come (the client no
   // longer catches syscalls): the instruction is done as far as the trace can tell.
   if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);

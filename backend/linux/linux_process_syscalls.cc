@@ -1,5 +1,6 @@
-// Syscall stops of LinuxProcess: QCatchSyscalls, the PTRACE_SYSCALL entry and exit stops, and
-// a traced thread's syscall instruction that ends at its exit stop.
+// Syscall stops of LinuxProcess: QCatchSyscalls, the PTRACE_SYSCALL entry and exit stops, a
+// traced thread's syscall instruction that ends at its exit stop; and record/replay's other
+// interceptions of the program's own instructions (cpuid, rdrand...: take_nondeterministic).
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -103,6 +104,28 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   StopEvent ev = make_event(entry ? StopKind::SyscallEntry : StopKind::SyscallReturn, t.tid, SIGTRAP);
   ev.syscall_no = nr;
   report(t, ev);
+}
+
+// The thread is about to execute the instruction at its pc (every engine stops before such an
+// instruction while an interceptor is set: BlockCache ends a block there). One whose result
+// differs between runs goes to the interceptor, which records or gives back that result.
+BranchStepper::Host::Taken LinuxProcess::take_nondeterministic(LinuxThread& t) {
+  if (!interceptor_) return Taken::No;
+  uint64_t pc = get_pc(t.tid);
+  uint8_t code[16] = {};
+  size_t n = code_cache_.reader()(pc, code);
+  auto insn = nondeterministic_insn(std::span<const uint8_t>(code, n));
+  if (!insn) return Taken::No;
+  if (t.in<run::Traced>()) stepper_.commit_plan(t, pc);  // the count, exact at pc
+  auto verdict = interceptor_->take_instruction(t.tid, *insn);
+  sync_interceptor_watch();
+  if (verdict.stop) {
+    console_output_ += verdict.message;
+    t.last_signal = SIGTRAP;
+    report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
+    return Taken::Stopped;
+  }
+  return verdict.emulated ? Taken::Emulated : Taken::No;
 }
 
 }  // namespace backend

@@ -28,6 +28,10 @@ LinuxProcess::WatchRun LinuxProcess::prepare_watch_step(LinuxThread& t, int sign
   if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return WatchRun::Gone;
   if (signo == 0 && t.in<run::WatchStep>() && !t.overlaid() && threads_.size() == 1) {
     RunAhead ahead = watch_.run_ahead(gp, code_reader_);
+    // Record/replay: never past a cpuid, rdrand... (its block ends there): a step takes it.
+    if (interceptor_)
+      if (auto b = code_cache_.block_at(gp.rip); b && b->end.kind == FlowKind::Trap && b->end.addr < ahead.stop)
+        ahead.stop = b->end.addr;
     if (ahead.stop != gp.rip) {
       stepper_.arm(t, ahead.stop);
       if (t.armed == ahead.stop) {

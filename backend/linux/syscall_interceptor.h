@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/btrace/branch_tracer.h"
+#include "backend/x86/nondeterministic.h"
 
 namespace backend {
 
@@ -28,6 +29,17 @@ class SyscallInterceptor {
   // A signal-delivery stop: true when the interceptor consumed the signal (an emulated rdtsc);
   // otherwise the signal goes on as usual, and `message`, when set, to the client's console.
   virtual bool take_signal(pid_t tid, int signo, std::string* message) = 0;
+  // An instruction whose result differs between runs (cpuid, rdrand, rdseed, rdpid) is about
+  // to run at the thread's pc, its branch count exact: while an interceptor is set, every
+  // engine stops before one (BlockCache ends a block there). emulated: the interceptor put
+  // the result in the registers and moved the pc past it; stop: a divergence (the thread
+  // stops with SIGTRAP, `message` to the client's console). Neither: the CPU runs it.
+  struct InstructionVerdict {
+    bool emulated = false;
+    bool stop = false;
+    std::string message;
+  };
+  virtual InstructionVerdict take_instruction(pid_t /*tid*/, const NondeterministicInsn& /*insn*/) { return {}; }
   // The process's branch tracer was made anew (configure(): the server's settings); the
   // interceptor starts what it counts on it again (replay's branch count, a coverage sink).
   virtual void tracer_replaced(BranchTracer& /*tracer*/) {}

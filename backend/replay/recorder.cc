@@ -102,6 +102,7 @@ class Recorder final : public SyscallInterceptor {
   }
   // rdtsc emulated: consumed; any other signal goes on to the program (or was refused).
   bool take_signal(pid_t /*tid*/, int signo, std::string* /*message*/) override { return on_signal(signo) == 0; }
+  InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
 
   bool refused() const { return !why_.empty(); }
   const std::string& why() const { return why_; }
@@ -231,6 +232,26 @@ bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
   e.args[2] = out.rcx;
   events_.push_back(e);
   return true;
+}
+
+// Run here (this CPU's answer, as the program would have had it) and written down.
+SyscallInterceptor::InstructionVerdict Recorder::take_instruction(pid_t tid, const NondeterministicInsn& insn) {
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
+  auto result = execute_here(insn, regs);
+  if (!result) return {};  // this CPU lacks it: the program's own attempt faults (SIGILL, recorded)
+  TraceEvent e;
+  e.kind = EventKind::Instruction;
+  e.nr = static_cast<int64_t>(insn.kind);
+  e.pc = regs.rip;
+  e.branches = branches();
+  exit_branches_ = UINT64_MAX;
+  std::copy(result->value, result->value + 4, e.args);
+  e.args[4] = input_of(insn, regs);
+  apply_result(insn, *result, regs);
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return {};
+  events_.push_back(e);
+  return {true, false, {}};
 }
 
 int Recorder::on_signal(int sig) {

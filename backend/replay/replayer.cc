@@ -36,6 +36,10 @@ std::string describe(const TraceEvent& e) {
     case EventKind::Rdtsc: return fmt::format("rdtsc at pc {:#x}, branch {}", e.pc, e.branches);
     case EventKind::Signal: return fmt::format("signal {} at pc {:#x}, branch {}", e.nr, e.pc, e.branches);
     case EventKind::Exit: return fmt::format("the program's end (status {})", e.nr);
+    case EventKind::Instruction:
+      return fmt::format("{} at pc {:#x}, branch {}",
+                         e.nr >= 0 && e.nr <= 3 ? kind_name(static_cast<NondeterministicInsn::Kind>(e.nr)) : "?",
+                         e.pc, e.branches);
   }
   return "?";
 }
@@ -70,6 +74,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;
+  InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
   BranchCounter& counter() { return counter_; }
   void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
   // The next event is a signal that arrived in the program's code, or a run goes to a goal
@@ -315,6 +320,28 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
   if (watch_addr) return {true, "", watch_addr};
   return {};
+}
+
+// The recorded result, where the recording had the same instruction at the same place.
+SyscallInterceptor::InstructionVerdict Replayer::take_instruction(pid_t tid, const NondeterministicInsn& insn) {
+  if (diverted_) return {};  // the client's own calls run on this CPU
+  if (!diverged_.empty())
+    return {false, true, "branchstub replay: the replay diverged earlier; the program cannot go on as recorded.\n"};
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
+  const TraceEvent* e = next();
+  std::string seen = fmt::format("{} at pc {:#x}, branch {}", kind_name(insn.kind), regs.rip, counter_.count(pid_));
+  if (!e || e->kind != EventKind::Instruction || e->nr != static_cast<int64_t>(insn.kind) || e->pc != regs.rip)
+    return {false, true, divergence(fmt::format("expected {}, saw {}", e ? describe(*e) : "nothing more", seen))};
+  if (auto bad = count_mismatch(*e); !bad.empty()) return {false, true, divergence(bad)};
+  if (uint64_t in = input_of(insn, regs); in != e->args[4])
+    return {false, true, divergence(fmt::format("{}: expected input {:#x}, saw {:#x}", describe(*e), e->args[4], in))};
+  NondeterministicResult result;
+  std::copy(e->args, e->args + 4, result.value);
+  apply_result(insn, result, regs);
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return {};
+  ++cursor_;
+  return {true, false, {}};
 }
 
 bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {

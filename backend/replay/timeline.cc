@@ -15,6 +15,7 @@
 
 #include "backend/linux/linux_process.h"
 #include "backend/x86/insn_length.h"
+#include "backend/x86/nondeterministic.h"
 
 namespace backend::replay {
 
@@ -317,10 +318,15 @@ bool Timeline::leads_to(const ReplayPoint& h, const ReplayPoint& x, BranchCounte
   std::span<const uint8_t> insn(code, *n);
   for (uint8_t b : insn.first(4))
     if (b == 0xf2 || b == 0xf3) return false;  // a rep prefix: maybe another iteration at the same pc
-  bool event = insn[0] == 0x0f && (insn[1] == 0x05 || insn[1] == 0x31);  // syscall, rdtsc (both emulated events)
+  // Events (the replay gives their results): syscall, rdtsc, cpuid, rdrand...
+  bool event = insn[0] == 0x0f && (insn[1] == 0x05 || insn[1] == 0x31);
+  auto nondeterministic = nondeterministic_insn(insn);
   uint64_t len = 0;
   if (event) {
     len = 2;
+  } else if (nondeterministic) {
+    event = true;
+    len = nondeterministic->len;
   } else if (auto l = common_insn_length(insn)) {
     len = l->len;
   } else if (auto br = simple_branch(insn); br && br->kind == X86Branch::Kind::CondJump) {

@@ -231,7 +231,7 @@ Result<TraceEvent> decode_event(const std::vector<uint8_t>& bytes, size_t& at) {
   uint64_t magic = 0, kind = 0, size = 0;
   if (!get(bytes, at, magic, 4) || !get(bytes, at, kind, 4) || !get(bytes, at, size, 4)) return bad("truncated record");
   if (magic != kEventMagic) return bad("not an event record");
-  if (kind < 1 || kind > 4) return bad("unknown event kind");
+  if (kind < 1 || kind > 5) return bad("unknown event kind");
   if (at + size > bytes.size()) return bad("truncated record");
   size_t end = at + size;
   TraceEvent e;

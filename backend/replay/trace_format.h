@@ -22,13 +22,17 @@
 
 namespace backend::replay {
 
-inline constexpr int kTraceVersion = 1;
+// 2: Instruction events (a version 1 trace lacks them: its replay would diverge at the first cpuid).
+inline constexpr int kTraceVersion = 2;
 
 enum class EventKind : uint32_t {
   Syscall = 1,  // a system call: number, arguments, result, the memory it wrote
   Rdtsc = 2,    // an rdtsc/rdtscp trapped by PR_SET_TSC: the value it returned
   Signal = 3,   // a signal delivered to the program: args[0] si_code, args[1] flags (below)
   Exit = 4,     // the program's end: exit status or terminating signal
+  // cpuid, rdrand, rdseed or rdpid (nr: NondeterministicInsn::Kind) at pc: args[0..3] what it
+  // produced (NondeterministicResult), args[4] what it read (input_of)
+  Instruction = 5,
 };
 
 // Signal args[1]: an asynchronous signal (a timer's, another process's) that arrived right at

@@ -7,6 +7,7 @@
 #include "backend/x86/block_cache.h"
 
 #include "backend/x86/insn_length.h"
+#include "backend/x86/nondeterministic.h"
 
 #include <capstone/capstone.h>
 #include <fmt/format.h>
@@ -68,6 +69,7 @@ struct BlockCache::Impl {
   uint64_t buf_addr = 0;
   bool buf_at_end = false;  // the reader returned short: nothing readable past the window
   bool detail_on = false;   // capstone's detail wanted (a control-flow instruction's operand)
+  bool stop_at_nondeterministic = false;
 
   explicit Impl(CodeReader r) : reader(std::move(r)) {
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) {
@@ -236,6 +238,9 @@ struct BlockCache::Impl {
         return b;
       }
       IdClass c = classify_id(insn->id);
+      if (c == IdClass::NotFlow && stop_at_nondeterministic &&
+          nondeterministic_insn(std::span<const uint8_t>(insn->bytes, insn->size)))
+        c = IdClass::Trap;
       if (c != IdClass::NotFlow || n == kMaxBlockInsns) {
         b.tail_start = tail_of(addr + insn->size, n);
         b.end = make_flow(addr, c == IdClass::NotFlow ? IdClass::Trap : c);
@@ -274,6 +279,9 @@ Result<std::pair<uint8_t, std::optional<FlowInsn>>> BlockCache::insn_at(uint64_t
   if (auto f = impl_->simple_flow(pc)) return std::pair<uint8_t, std::optional<FlowInsn>>{f->len, f};
   auto len = static_cast<uint8_t>(impl_->insn->size);
   IdClass c = classify_id(impl_->insn->id);
+  if (c == IdClass::NotFlow && impl_->stop_at_nondeterministic &&
+      nondeterministic_insn(std::span<const uint8_t>(impl_->insn->bytes, impl_->insn->size)))
+    c = IdClass::Trap;
   std::optional<FlowInsn> flow;
   if (c != IdClass::NotFlow) flow = impl_->make_flow(pc, c);
   return std::pair<uint8_t, std::optional<FlowInsn>>{len, flow};
@@ -297,6 +305,11 @@ void BlockCache::invalidate(uint64_t addr, uint64_t len) {
 }
 
 const CodeReader& BlockCache::reader() const { return impl_->reader; }
+
+void BlockCache::set_stop_at_nondeterministic(bool on) {
+  impl_->stop_at_nondeterministic = on;
+  clear();
+}
 
 void BlockCache::clear() {
   impl_->blocks.clear();

@@ -60,6 +60,10 @@ class BlockCache {
   void clear();
   // What the cache decodes from (original bytes, breakpoints hidden).
   const CodeReader& reader() const;
+  // Record and replay: cpuid, rdrand, rdseed and rdpid end a block as a Trap end (its own
+  // instruction, length known), so that every engine stops before running one
+  // (backend/x86/nondeterministic.h). Clears the cache.
+  void set_stop_at_nondeterministic(bool on);
   size_t size() const;
 
  private:

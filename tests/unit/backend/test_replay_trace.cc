@@ -69,9 +69,35 @@ TEST_CASE("trace header: wrong version, foreign files and unknown keys are error
   CHECK(parse_header("branchstub-trace 99\narg x\n").error().message.find("version 99") != std::string::npos);
   CHECK(!parse_header("hello\n").ok());
   CHECK(!parse_header("").ok());
-  CHECK(!parse_header("branchstub-trace 1\narg x\nbogus 1\n").ok());
-  CHECK(!parse_header("branchstub-trace 1\n").ok());  // no program
-  CHECK(!parse_header("branchstub-trace 1\narg x\nauxv 0g\n").ok());
+  CHECK(!parse_header("branchstub-trace 2\narg x\nbogus 1\n").ok());
+  CHECK(!parse_header("branchstub-trace 2\n").ok());  // no program
+  CHECK(!parse_header("branchstub-trace 2\narg x\nauxv 0g\n").ok());
+}
+
+TEST_CASE("trace header: a version 1 trace (no instruction events) is refused by name") {
+  auto old = parse_header("branchstub-trace 1\narg x\n");
+  REQUIRE(!old.ok());
+  CHECK(old.error().message.find("version 1, this branchstub reads version 2") != std::string::npos);
+}
+
+TEST_CASE("trace events: an instruction event keeps its kind, result and input") {
+  TraceEvent e;
+  e.kind = EventKind::Instruction;
+  e.branches = 12;
+  e.pc = 0x7ffff7fe4b70;
+  e.nr = 1;  // rdrand
+  e.args[0] = 0xfedcba9876543210ULL;
+  e.args[1] = 1;
+  e.args[4] = 0x800;
+  auto bytes = encode_event(e);
+  size_t at = 0;
+  auto back = decode_event(bytes, at);
+  REQUIRE(back.ok());
+  CHECK(back->kind == EventKind::Instruction);
+  CHECK(back->nr == 1);
+  CHECK(back->args[0] == 0xfedcba9876543210ULL);
+  CHECK(back->args[4] == 0x800);
+  CHECK(at == bytes.size());
 }
 
 TEST_CASE("trace events: encode/decode round trip, truncation reported with its byte") {
