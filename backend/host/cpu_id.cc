@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace backend {
 
 CpuId read_cpu_id() {
@@ -31,6 +33,51 @@ CpuId read_cpu_id() {
     id.arch_lbr = (edx >> 19) & 1;
   }
   return id;
+}
+
+CpuFeatures read_cpu_features() {
+  CpuFeatures f;
+  CpuId id = read_cpu_id();
+  f.cpu = fmt::format("{} {} {} {}", id.vendor.empty() ? "unknown" : id.vendor, id.family, id.model, id.stepping);
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  unsigned max_leaf = static_cast<unsigned>(__get_cpuid_max(0, nullptr));
+  unsigned max_ext = static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr));
+  f.words.assign(7, 0);
+  if (max_leaf >= 1) {
+    __cpuid(1, a, b, c, d);
+    f.words[0] = c;
+    f.words[1] = d;
+    if ((c >> 27) & 1) {  // OSXSAVE: xgetbv works
+      uint32_t lo = 0, hi = 0;
+      asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      f.xcr0 = (uint64_t{hi} << 32) | lo;
+    }
+  }
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    f.words[2] = b;
+    f.words[3] = c;
+    f.words[4] = d;
+  }
+  if (max_ext >= 0x80000001) {
+    __cpuid(0x80000001, a, b, c, d);
+    f.words[5] = c;
+    f.words[6] = d;
+  }
+  return f;
+}
+
+std::string missing_features(const CpuFeatures& recorded, const CpuFeatures& here) {
+  static const char* const names[] = {"CPUID.1:ECX", "CPUID.1:EDX", "CPUID.7:EBX", "CPUID.7:ECX", "CPUID.7:EDX",
+                                       "CPUID.80000001h:ECX", "CPUID.80000001h:EDX"};
+  std::string out;
+  for (size_t i = 0; i < recorded.words.size() && i < 7; ++i) {
+    uint32_t have = i < here.words.size() ? here.words[i] : 0;
+    // CPUID.1:ECX[31] (hypervisor) says where the recording ran, not what it can execute.
+    uint32_t lacking = recorded.words[i] & ~have & (i == 0 ? 0x7fffffffu : 0xffffffffu);
+    if (lacking) out += fmt::format("{}{} bits {:#x}", out.empty() ? "" : ", ", names[i], lacking);
+  }
+  return out;
 }
 
 bool amd_like(const CpuId& cpu) { return cpu.vendor == "AuthenticAMD" || cpu.vendor == "HygonGenuine"; }

@@ -1,7 +1,9 @@
 // CPU identification from CPUID, for the BTS erratum check, PT's cpu element and the probe.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace backend {
 
@@ -21,6 +23,20 @@ std::string pt_cpu_reason(const CpuId& cpu);
 std::string lbr_cpu_reason(const CpuId& cpu);
 
 CpuId read_cpu_id();
+
+// What a program may find out about the CPU and use: the feature words (CPUID.1:ECX, EDX;
+// CPUID.(7,0):EBX, ECX, EDX; CPUID.80000001h:ECX, EDX) and XCR0 (the register states the
+// kernel enabled, which size every xsave area). A recording keeps them: its replay gives the
+// program the recorded cpuid answers, so it runs what the recording's CPU had.
+struct CpuFeatures {
+  std::string cpu;               // "vendor family model stepping"
+  std::vector<uint32_t> words;   // in the order above
+  uint64_t xcr0 = 0;             // 0: no xgetbv (OSXSAVE clear)
+};
+CpuFeatures read_cpu_features();
+// Why `here` may not run what `recorded` told the program ("" when nothing is missing): the
+// feature bits `here` lacks, by CPUID leaf and register.
+std::string missing_features(const CpuFeatures& recorded, const CpuFeatures& here);
 
 // AMD's (and Hygon's) x86: where instruction behaviour follows AMD's APM rather than Intel's SDM.
 bool amd_like(const CpuId& cpu);

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/host/cpu_id.h"
 #include "backend/linux/linux_process.h"
 #include "backend/linux/syscall_interceptor.h"
 #include "backend/ptrace/launch.h"
@@ -362,6 +363,10 @@ int record(const RecordOptions& options) {
   TraceHeader header;
   header.argv = options.argv;
   header.pid = pid;
+  CpuFeatures cpu = read_cpu_features();
+  header.cpu = cpu.cpu;
+  header.cpu_features = cpu.words;
+  header.xcr0 = cpu.xcr0;
   char cwd[PATH_MAX];
   header.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "";
   if (auto env = read_proc_file(pid, "environ")) {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/host/cpu_id.h"
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_memory.h"
 #include "backend/replay/branch_counter.h"
@@ -395,6 +396,23 @@ Result<std::shared_ptr<const TraceReader>> open_replay(const std::string& dir) {
     if (!hash || *hash != h.files[i].hash)
       return Error{EINVAL, fmt::format("the trace's copy of {} is damaged or gone.", h.files[i].path)};
   }
+  // The program gets the recording CPU's cpuid answers. Register states this CPU saves and
+  // that one did not would overflow every xsave area the program sized from them: refused.
+  // Features this CPU lacks fault where the program uses them: a divergence, said then.
+  CpuFeatures here = read_cpu_features();
+  if (uint64_t extra = here.xcr0 & ~h.xcr0; extra)
+    return Error{EINVAL, fmt::format("{} was recorded on a CPU whose XCR0 is {:#x} ({}); this one's is {:#x}: the "
+                                     "program sized its register save areas for the recording's (from the recorded "
+                                     "cpuid), so it cannot be replayed here.",
+                                     dir, h.xcr0, h.cpu, here.xcr0)};
+  std::string missing = missing_features(CpuFeatures{h.cpu, h.cpu_features, h.xcr0}, here);
+  if (h.xcr0 & ~here.xcr0)
+    missing += fmt::format("{}XCR0 bits {:#x}", missing.empty() ? "" : ", ", h.xcr0 & ~here.xcr0);
+  if (!missing.empty())
+    std::fprintf(stderr,
+                 "branchstub replay: warning: %s was recorded on %s, which had features this CPU lacks (%s); the "
+                 "replay diverges if the program uses them.\n",
+                 dir.c_str(), h.cpu.c_str(), missing.c_str());
   return std::shared_ptr<const TraceReader>(std::make_shared<TraceReader>(std::move(*trace)));
 }
 

@@ -135,6 +135,13 @@ std::string format_header(const TraceHeader& h) {
   out += fmt::format("exit {}\n", h.exit_status);
   for (const auto& f : h.files)
     out += fmt::format("file {:016x} {} {} {}\n", f.hash, f.size, escape(f.copy), escape(f.path));
+  if (!h.cpu.empty()) out += "cpu " + escape(h.cpu) + "\n";
+  if (!h.cpu_features.empty()) {
+    out += "cpu-features";
+    for (uint32_t w : h.cpu_features) out += fmt::format(" {:08x}", w);
+    out += "\n";
+  }
+  out += fmt::format("xcr0 {:x}\n", h.xcr0);
   return out;
 }
 
@@ -190,6 +197,13 @@ Result<TraceHeader> parse_header(const std::string& text) {
         if (rest.empty() || rest.front() != ' ') return bad("file without a path");
         m.path = unescape(rest.substr(1));
         h.files.push_back(m);
+      } else if (key == "cpu") {
+        h.cpu = unescape(value);
+      } else if (key == "cpu-features") {
+        std::istringstream words(value);
+        for (std::string w; words >> w;) h.cpu_features.push_back(static_cast<uint32_t>(std::stoul(w, nullptr, 16)));
+      } else if (key == "xcr0") {
+        h.xcr0 = std::stoull(value, nullptr, 16);
       } else if (!key.empty()) {
         return bad("unknown key '" + key + "'");
       }

@@ -86,6 +86,11 @@ struct TraceHeader {
   bool complete = false;         // the program ran to its end
   int exit_status = 0;           // as Exit's nr: status, or -signal
   std::vector<MappedFile> files;
+  // The recording's CPU (backend/host/cpu_id.h's CpuFeatures): "vendor family model stepping",
+  // its feature words and XCR0; replay checks them against its own.
+  std::string cpu;
+  std::vector<uint32_t> cpu_features;
+  uint64_t xcr0 = 0;
 };
 
 // FNV-1a, 64 bits: a quick fingerprint for "this is the file we recorded" (not a security hash).

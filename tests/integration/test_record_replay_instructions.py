@@ -4,13 +4,17 @@ rdpid. The recording takes what they gave, the replay gives it back, whichever e
 (block patching or the software engine), on a continue, a stepi over one and a reverse-stepi
 back; a recorded input that differs from the replay's is a divergence, said with the event.
 The values differ from run to run natively (rdrand's always, cpuid leaf 1's APIC id with the
-CPU the program ran on), so a replay that ran them on the CPU would print other values."""
+CPU the program ran on), so a replay that ran them on the CPU would print other values. The
+trace keeps the recording CPU's features and XCR0: a replay refuses a CPU that saves more
+register state (xsave areas sized from the recorded cpuid would overflow) and warns of
+features this CPU lacks."""
 import re
 import struct
+import subprocess
 
 import pytest
 
-from harness import gdb_remote, inferior
+from harness import SERVER, gdb_remote, inferior
 from test_record_replay import edit_first_event, printed
 from test_record_replay_counting import record, replay
 
@@ -82,3 +86,39 @@ def test_a_different_input_is_a_divergence(procs, tmp_path):
     assert said and int(said.group(1), 16) == pc, (r, srv.stderr.text)
     assert "SIGTRAP" in r.out, r
     assert "$1 = (void (*)()) 0x%x" % pc in r.out, r
+
+
+def edit_header(trace, key, value):
+    header = (trace / "header").read_text()
+    header, n = re.subn(r"^%s .*$" % key, "%s %s" % (key, value), header, flags=re.M)
+    assert n == 1, header
+    (trace / "header").write_text(header)
+
+
+def test_a_cpu_saving_more_register_state_is_refused(tmp_path):
+    """XCR0 says which register states xsave writes; the program sized its save areas from the
+    recorded cpuid. A recording whose CPU saved only x87 and SSE state cannot replay here."""
+    _, trace = recorded(tmp_path)
+    assert re.search(r"^xcr0 [0-9a-f]+$", (trace / "header").read_text(), re.M)
+    edit_header(trace, "xcr0", "3")
+    p = subprocess.run([SERVER, "replay", "--once", "127.0.0.1:0", str(trace)], capture_output=True, timeout=30)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and "Listening" not in err, err
+    assert re.search(r"recorded on a CPU whose XCR0 is 0x3 \(\w+ \d+ \d+ \d+\); this one's is 0x[0-9a-f]+: "
+                     r"the program sized its register save areas", err), err
+
+
+def test_features_this_cpu_lacks_are_said_before_the_replay(procs, tmp_path):
+    rec, trace = recorded(tmp_path)
+    words = re.search(r"^cpu-features (.*)$", (trace / "header").read_text(), re.M).group(1).split()
+    assert len(words) == 7
+    ecx7 = int(words[3], 16)
+    bit = next(b for b in range(31) if not ecx7 >> b & 1)  # a CPUID.7:ECX feature this CPU lacks
+    words[3] = "%08x" % (ecx7 | 1 << bit)
+    edit_header(trace, "cpu-features", " ".join(words))
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    assert re.search(r"warning: .* was recorded on \w+ \d+ \d+ \d+, which had features this CPU lacks "
+                     r"\(CPUID.7:ECX bits %#x\)" % (1 << bit), srv.stderr.text), srv.stderr.text
+    r = gdb_remote(srv, ["break values_ready", "continue", "print leaf1_ebx", "continue", "continue"], prog=PROG)
+    assert "$1 = %s" % rec["leaf1_ebx"] in r.out, r
+    assert "divergence" not in r.out, r

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/host/cpu_id.h"
 #include "backend/replay/register_digest.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
@@ -37,6 +38,9 @@ TraceHeader sample_header() {
   h.complete = true;
   h.exit_status = -9;
   h.files.push_back({"/lib/with space.so", "0-with_space.so", 0xfeed, 1234});
+  h.cpu = "AuthenticAMD 26 2 1";
+  h.cpu_features = {0xfed83203, 0x178bfbff, 0xf1bf03a9, 0x405fce, 0x10, 0x75c237ff, 0x2fd3fbff};
+  h.xcr0 = 0x2e7;
   return h;
 }
 
@@ -62,6 +66,22 @@ TEST_CASE("trace header: text round trip keeps every field") {
   CHECK(back->files[0].copy == "0-with_space.so");
   CHECK(back->files[0].hash == 0xfeed);
   CHECK(back->files[0].size == 1234);
+  CHECK(back->cpu == h.cpu);
+  CHECK(back->cpu_features == h.cpu_features);
+  CHECK(back->xcr0 == 0x2e7);
+}
+
+TEST_CASE("trace header: the recording CPU's features against this one's") {
+  backend::CpuFeatures recorded{"GenuineIntel 6 85 7", {0x80000001, 0x2, 0x10030, 0, 0, 0, 0}, 0xe7};
+  backend::CpuFeatures here{"AuthenticAMD 25 1 1", {0x00000001, 0x2, 0x00010, 0, 0, 0, 0}, 0x7};
+  // The hypervisor bit says where it ran, not what it can execute.
+  CHECK(backend::missing_features(recorded, here) == "CPUID.7:EBX bits 0x10020");
+  CHECK(backend::missing_features(here, recorded).empty());
+  CHECK(backend::missing_features(recorded, recorded).empty());
+  auto now = backend::read_cpu_features();
+  CHECK(now.words.size() == 7);
+  CHECK(now.cpu.find(' ') != std::string::npos);
+  CHECK(backend::missing_features(now, now).empty());
 }
 
 TEST_CASE("trace header: wrong version, foreign files and unknown keys are errors") {
