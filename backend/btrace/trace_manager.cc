@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace backend {
 
@@ -39,7 +40,15 @@ void TraceManager::configure(const TraceSetup& setup) {
 
 Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
   auto existing = threads_.find(tid);
-  if (existing != threads_.end() && existing->second.client) return Error{EALREADY, "Btrace already enabled."};
+  if (existing != threads_.end() && existing->second.client) {
+    if (!existing->second.inherited) return Error{EALREADY, "Btrace already enabled."};
+    if ((format == TraceFormat::Pt) == (existing->second.kind == Kind::Pt)) {
+      existing->second.inherited = false;  // GDB asks for what the thread has had since its start
+      existing->second.older_than_enable = true;
+      return {};
+    }
+    release(tid, existing->second);  // another format: started anew
+  }
   ThreadTrace trace;
   auto r = format == TraceFormat::Pt ? enable_pt(tid, trace) : enable_bts(tid, trace);
   if (!r) return r;
@@ -153,6 +162,7 @@ Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
   if (it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
+  if (auto refused = refuse_first_delta(it->second, kind); !refused) return refused.error();
   uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
   if (it->second.perf) return it->second.perf->read(kind, pc);
   // LBR windows are stitched into the ring as they come (gaps marked), so `delta` works as for
@@ -160,10 +170,20 @@ Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
   return it->second.ring->read(kind, pc);
 }
 
+// An adopted thread's first read: GDB put the pc where it enabled recording into its own
+// trace and asks for the delta since; the thread's history is older than that. A delta that
+// cannot be given (as after an overflow) makes GDB read `new` and drop its start: it gets the
+// whole history instead of one stitched after that pc.
+Result<void> TraceManager::refuse_first_delta(ThreadTrace& trace, TraceRead kind) {
+  if (!std::exchange(trace.older_than_enable, false) || kind != TraceRead::Delta) return {};
+  return Error{EOVERFLOW, "Overflow."};
+}
+
 Result<PtData> TraceManager::read_pt(pid_t tid, TraceRead kind) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
   if (!it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
+  if (auto refused = refuse_first_delta(it->second, kind); !refused) return refused.error();
   auto r = it->second.pt->read(kind);
   if (!r) return r.error();
   return PtData{std::move(r->raw), r->unchanged};
@@ -323,7 +343,7 @@ void TraceManager::stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t 
 void TraceManager::thread_stopped(pid_t tid) {
   // A thread created while the process ran is traced for coverage from its first stop on
   // (from its first instruction where the engine calls thread_created()).
-  if (sink_ && !threads_.count(tid)) thread_created(tid);
+  if (sink_ && !threads_.count(tid)) thread_created(tid, 0);
   auto it = threads_.find(tid);
   if (it == threads_.end() || it->second.kind != Kind::Lbr || !setup_.lbr) return;
   ThreadTrace& trace = it->second;
@@ -346,13 +366,30 @@ void TraceManager::thread_exited(pid_t tid) {
   threads_.erase(it);
 }
 
-void TraceManager::thread_created(pid_t tid) {
-  if (!sink_ || threads_.count(tid)) return;
+void TraceManager::thread_created(pid_t tid, pid_t parent) {
+  if (threads_.count(tid)) return;
   ThreadTrace trace;
-  trace.coverage = true;
-  trace.patch = coverage_patched();
+  // A thread of a recorded thread is recorded from its first instruction, as GDB's native
+  // target records it (GDB enables a new thread only when it learns of it, at the next stop:
+  // over a remote connection, everything the thread did before would be missing). GDB's own
+  // enable then adopts it (enable() above).
+  auto p = threads_.find(parent);
+  if (p != threads_.end() && p->second.client) {
+    auto on = p->second.kind == Kind::Pt ? enable_pt(tid, trace) : enable_bts(tid, trace);
+    if (on) {
+      trace.client = true;
+      trace.inherited = true;
+    } else {
+      trace = ThreadTrace{};
+    }
+  }
+  if (sink_) {  // coverage traces new threads from their first instruction
+    trace.coverage = true;
+    if (!trace.client) trace.patch = coverage_patched();
+  }
+  if (!trace.client && !trace.coverage) return;
   threads_.emplace(tid, std::move(trace));
-  sink_->thread_started(tid, current_pc_ ? current_pc_(tid) : 0);
+  if (sink_) sink_->thread_started(tid, current_pc_ ? current_pc_(tid) : 0);
 }
 
 Result<void> TraceManager::start_coverage(BranchSink* sink, const std::vector<pid_t>& threads) {

@@ -78,9 +78,10 @@ class TraceManager : public BranchTracer {
   void thread_stopped(pid_t tid);
   // A thread exited: its trace is freed (gdbserver does the same).
   void thread_exited(pid_t tid);
-  // A new thread appeared (clone), stopped: while coverage runs it is traced from here on, so
-  // the engine must run it traced (software_traced() is true for it afterwards).
-  void thread_created(pid_t tid);
+  // A new thread appeared (clone of `parent`), stopped: it is traced from here on when its
+  // parent is recorded for the client (with the parent's format; GDB's enable of it later
+  // adopts that) or while coverage runs, so the engine must run it traced.
+  void thread_created(pid_t tid, pid_t parent);
   // --btrace-source=patch: what block patching did so far (a line of explain()).
   void set_patch_status(std::string line) { patch_status_ = std::move(line); }
   uint64_t patch_ring_bytes() const { return setup_.feeds ? setup_.feeds->patch_ring_bytes() : 0; }
@@ -90,6 +91,8 @@ class TraceManager : public BranchTracer {
   struct ThreadTrace {
     Kind kind = Kind::Software;
     bool client = false;                     // enable()d: GDB reads its history
+    bool inherited = false;                  // client: traced as its parent's new thread, not enable()d yet
+    bool older_than_enable = false;          // adopted by enable(): the next delta read is refused
     bool coverage = false;                   // traced for the coverage sink
     bool patch = false;                      // Software, recorded through patched code where it can
     std::unique_ptr<BranchRing> ring;        // Software and Lbr
@@ -104,6 +107,7 @@ class TraceManager : public BranchTracer {
   Result<void> enable_bts(pid_t tid, ThreadTrace& trace);
   Result<void> enable_pt(pid_t tid, ThreadTrace& trace);
   void release(pid_t tid, ThreadTrace& trace);
+  Result<void> refuse_first_delta(ThreadTrace& trace, TraceRead kind);
   void stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc);
 
   TraceSource preferred_;

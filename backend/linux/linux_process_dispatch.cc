@@ -449,7 +449,7 @@ void LinuxProcess::handle_ptrace_event(LinuxThread& t, int event) {
       stepper_.patch_thread_created(child, non_stop_);  // block patching: a ring of its own
       nt.action = ResumeAction{};  // new threads continue
       nt.resumed = non_stop_;           // running as its parent, for the client too
-      tracer_->thread_created(child);  // coverage traces new threads from their first instruction
+      tracer_->thread_created(child, t.tid);  // traced from its first instruction if t is (or coverage runs)
       if (t.options.clone) {
         // QThreadOptions: the parent reports the clone; the new thread stays stopped until the
         // client resumes it (gdbserver), with its creation pending if thread events are on.

@@ -32,7 +32,9 @@ Reply handle(Session& s, const BtraceEnable& b) {
     return reply::Ok{};
   }
   if (b.format != "bts" && b.format != "pt") return error_reply(EINVAL, "Bad Qbtrace operation.  Use bts, pt, or off.");
-  if (tracer.enabled(tid)) return error_reply(EEXIST, "Btrace already enabled.");
+  // A second enable is refused by the tracer ("Btrace already enabled."), which adopts instead
+  // a thread recorded since its creation as a recorded thread's clone (GDB enables each new
+  // thread when it learns of it).
   // PT where it can be recorded (the tracer says why not elsewhere; GDB's plain `record btrace`
   // then tries BTS, which branchstub provides on every x86-64 machine).
   auto format = b.format == "pt" ? backend::TraceFormat::Pt : backend::TraceFormat::Bts;

@@ -114,6 +114,26 @@ def test_four_threads(procs):
     assert "exited normally" in out, r
 
 
+def test_threads_created_while_recording_are_recorded_from_their_start(procs):
+    """GDB learns of threads made during a continue only at the next stop, and enables their
+    recording then (gdbserver's BTS would miss everything before). The server records a
+    recorded thread's new threads from their first instruction, as GDB's native target does,
+    and GDB's enable adopts them: no warning, and each worker's history starts in glibc's
+    start_thread, before worker()."""
+    prog = inferior("branches_threads")
+    srv = procs.server(["--once", "{COMM}", prog])
+    r = gdb_remote(srv, HISTORY + ["set record btrace bts buffer-size 4194304", "break main", "continue",
+                                   "record btrace", "break trace_end", "continue", *CALLS, "info record",
+                                   "delete", "continue"], prog=prog, timeout=180)
+    assert "Could not enable branch tracing" not in r.out, r
+    history = call_history(r.out)
+    assert "start_thread" in history and "worker" in history, r
+    assert history.index("start_thread") < history.index("worker"), r
+    assert len([f for f in history if f == "classify"]) >= 8, r
+    assert "(0 gaps)" in r.out, r
+    assert "exited normally" in r.out, r
+
+
 def test_signal_handler_inside_region(procs):
     t = stepi_truth("branches_signal")
     prog = inferior("branches_signal")

@@ -94,7 +94,7 @@ TEST_CASE("coverage: TraceManager feeds the sink, keeps no history for coverage-
   CHECK(tm.history(1, 10).size() == 1);
   REQUIRE(tm.disable(1).ok());
   CHECK(tm.software_traced(1));  // still traced for coverage
-  tm.thread_created(3);
+  tm.thread_created(3, 1);
   tm.thread_stopped(4);  // a thread created while running shows up at a stop
   tm.thread_exited(2);
   pc = 0x340;

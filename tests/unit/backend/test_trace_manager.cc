@@ -65,6 +65,38 @@ TEST_CASE("the size reported is the one used: whole pages, a power of two (as BT
   CHECK(tm.buffer_size(8) == 4 * page);
 }
 
+TEST_CASE("a recorded thread's new thread is recorded from its first instruction; GDB's enable adopts it") {
+  uint64_t pc = 0x1000;
+  auto tm = software(&pc);
+  REQUIRE(tm.enable(10).ok());
+  tm.thread_created(11, 10);  // a clone of a recorded thread
+  CHECK(tm.enabled(11));
+  CHECK(tm.software_traced(11));
+  tm.record(11, 0x1010, 0x2000);
+  tm.thread_created(21, 20);  // of a thread GDB does not record: nothing
+  CHECK_FALSE(tm.enabled(21));
+  CHECK_FALSE(tm.software_traced(21));
+  // GDB learns of thread 11 at the next stop and enables it: what it did before is kept. GDB
+  // then holds the pc it enabled at and asks for the delta since: refused once (as after an
+  // overflow), so that it reads `new`, the whole history.
+  REQUIRE(tm.enable(11).ok());
+  CHECK(tm.history(11, 10).size() == 1);
+  auto delta = tm.read(11, TraceRead::Delta);
+  REQUIRE_FALSE(delta.ok());
+  CHECK(delta.error().message == "Overflow.");
+  auto whole = tm.read(11, TraceRead::New);
+  REQUIRE(whole.ok());
+  CHECK(whole->size() == 2);
+  CHECK(whole->back().begin == 0x1000);  // from its first instruction
+  CHECK(tm.read(11, TraceRead::Delta).ok());
+  auto again = tm.enable(11);  // a second enable is GDB's error, as for any thread
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().message == "Btrace already enabled.");
+  tm.thread_created(12, 11);
+  REQUIRE(tm.disable(11).ok());
+  CHECK(tm.enabled(12));
+}
+
 TEST_CASE("a thread's exit frees its trace") {
   uint64_t pc = 0;
   auto tm = software(&pc);
