@@ -65,7 +65,7 @@ TEST_CASE("the size reported is the one used: whole pages, a power of two (as BT
   CHECK(tm.buffer_size(8) == 4 * page);
 }
 
-TEST_CASE("a recorded thread's new thread is recorded from its first instruction; GDB's enable adopts it") {
+TEST_CASE("a recorded thread's new thread is recorded from its first instruction, and GDB's enable adopts it") {
   uint64_t pc = 0x1000;
   auto tm = software(&pc);
   REQUIRE(tm.enable(10).ok());

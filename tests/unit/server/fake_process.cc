@@ -36,6 +36,7 @@ backend::StopEvent killed_event(pid_t pid, int signo) {
 
 Result<void> FakeBranchTracer::enable(pid_t tid, backend::TraceFormat format) {
   if (enable_error) return *enable_error;
+  if (enabled_.count(tid)) return Error{EALREADY, "Btrace already enabled."};  // as TraceManager's
   enabled_.insert(tid);
   formats[tid] = format;
   return {};
