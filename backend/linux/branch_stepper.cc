@@ -8,6 +8,12 @@
 
 namespace backend {
 
+namespace {
+// int3 stops between two pauses of the other threads for block patching's catch-up (a pause
+// costs a SIGSTOP and a wait per thread: a few int3 stops' worth).
+constexpr uint64_t kCatchUpStops = 64;
+}  // namespace
+
 BranchStepper::BranchStepper(Host& host, SoftwareBreakpoints& breakpoints, ProcMemory& memory, BlockCache& code,
                              std::unique_ptr<TraceManager>& tracer, const RegisterLayout& layout)
     : host_(host), breakpoints_(breakpoints), memory_(memory), code_(code), tracer_(tracer),
@@ -69,6 +75,16 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   // The engine's int3 of the last stretch goes first: left in, the patches going in now would
   // take it for a breakpoint and leave that block end to int3 stops for good.
   if (patch_) arm(t, 0);
+  // Threads that never all stop at once (workers of a compression) would leave what waits for
+  // that (exits to translations, fenced patches) undone for the rest of the run, an int3 stop
+  // at each pass: after some int3 stops the others are stopped for a moment and it is done.
+  if (patch_ && patch_->wants_all_stopped() && int3_stops_ - catch_up_at_ >= kCatchUpStops && !host_.non_stop_mode()) {
+    catch_up_at_ = int3_stops_;
+    auto paused = host_.pause_others(t);
+    patch_->catch_up();
+    ++catch_ups_;
+    host_.resume_others(paused);
+  }
   if (patch_ && patch_->prepare_run(patch_thread(t), host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
     return host_.resume(t, signo);
@@ -400,10 +416,10 @@ void BranchStepper::settle(LinuxThread& t) {
     const auto& s = patch_->stats();
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
-        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites; "
-        "{} areas shared with the server{}{}",
+        "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites, "
+        "{} catch-ups with the other threads stopped; {} areas shared with the server{}{}",
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
-        int3_stops_, s.shared_areas,
+        int3_stops_, catch_ups_, s.shared_areas,
         s.private_areas ? fmt::format(", {} private ({})", s.private_areas, patch_->private_why()) : std::string(),
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
     std::string_view sep = "; areas in the program: ";  // the data page first

@@ -61,6 +61,10 @@ class BranchStepper {
     // (SyscallInterceptor::take_instruction). Emulated: t is past it; Stopped: t was reported.
     enum class Taken { No, Emulated, Stopped };
     virtual Taken take_nondeterministic(LinuxThread& t) = 0;
+    // Stops every other running thread of the process for a moment (they were resumed;
+    // resume_others() resumes them as they were): the ones stopped, for resume_others().
+    virtual std::vector<pid_t> pause_others(LinuxThread& t) = 0;
+    virtual void resume_others(const std::vector<pid_t>& paused) = 0;
     // t is about to run the client breakpoint at addr: does the hit stop it (its target-side
     // condition holds)? False: the instruction there is executed as any other.
     virtual bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) = 0;
@@ -176,6 +180,8 @@ class BranchStepper {
   RegisterFile scratch_regs_;  // emulate(): reused register file
   uint64_t emulated_flows_ = 0;
   uint64_t int3_stops_ = 0;  // internal int3 hits (block ends the engine stops at)
+  uint64_t catch_up_at_ = 0;  // int3_stops_ when block patching last caught up with every thread stopped
+  uint64_t catch_ups_ = 0;
   std::unique_ptr<PatchTracer> patch_;  // made when a patch-traced thread first continues
 };
 

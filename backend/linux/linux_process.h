@@ -221,6 +221,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
     return interceptor_watch_ != before;
   }
   Taken take_nondeterministic(LinuxThread& t) override;
+  std::vector<pid_t> pause_others(LinuxThread& t) override { return pause_running(t.tid); }
+  void resume_others(const std::vector<pid_t>& paused) override { resume_paused(paused); }
   bool client_breakpoint_stops(LinuxThread& t, uint64_t addr) override {
     return !conditions_.any_at(addr) || hit_counts(t, addr);
   }

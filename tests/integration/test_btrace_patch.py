@@ -77,6 +77,35 @@ def test_same_history_as_software(procs, name, args):
     assert n > 0
 
 
+def test_a_block_end_that_loses_its_patch_runs_from_translations(procs):
+    """A ret patched with the instructions before it loses its patch when an indirect jmp
+    shows a block start two bytes before it (patchreplan.c): every block ending there, the one
+    explored before included, runs from a translation afterwards. Before, that block kept
+    leading to the original ret, an int3 stop on every later call (xz's hot loop did that
+    5 million times)."""
+    prog = inferior("patchreplan")
+    soft, patch = compare(procs, prog, ["2000"], REGION)
+    stops = int(re.search(r"(\d+) stops at int3 sites", patch).group(1))
+    assert stops < 200, patch[-3000:]
+    assert ring_branches(patch)["translated"] >= 2, patch[-3000:]
+
+
+def test_code_met_while_another_thread_runs_is_caught_up_with(procs):
+    """The same, explored while a second thread spins: linking the first block's exits to its
+    translation must wait for every thread stopped (a rel32 rewritten under a running thread
+    could tear), and the spinner never stops by itself. The server stops it for a moment after
+    some int3 stops and catches up; without that, each of the ~2,000 later calls stopped."""
+    prog = inferior("patchreplan")
+    srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "2000", "spin"])
+    r = gdb_remote(srv, HISTORY + ["break trace_begin", "continue", "record btrace", "break trace_end", "continue",
+                                   "thread 1", *LISTINGS[2:], "monitor btrace status", "kill"], prog=prog, timeout=180)
+    stops = int(re.search(r"(\d+) stops at int3 sites", r.out).group(1))
+    assert stops < 500, r.out[-3000:]
+    calls = re.findall(r"^\d+\t\s*tail_shared\t", r.out, re.M)
+    assert len(calls) == 2000, r.out[-3000:]
+    assert "off:" not in re.search(r"patch: .*", r.out).group(0), r.out[-3000:]
+
+
 def test_shared_library_code_is_patched(procs):
     """libc's code (snprintf, qsort calling back into the program, strtol, memcmp) is patched
     too: the history is the software source's line by line, and most branches came from the

@@ -178,6 +178,7 @@ bool PatchTracer::release(pid_t tid) {
   for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
   stubs_.clear();
   sites_.clear();
+  site_starts_.clear();
   ranges_.clear();
   data_ = table_addr_ = 0;
   ready_ = false;

@@ -102,6 +102,13 @@ class PatchTracer {
   // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
   // (its branch recorded) and is to be continued traced (which explores from there).
   StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr);
+  // Work that waits for every thread stopped while others run free (their exits relinked to a
+  // translation, a patch that came out fenced): the caller stops the others now and then and
+  // calls catch_up(), or a threaded program would stop at those int3s for the rest of its run.
+  bool wants_all_stopped() const { return installed_ && (!pending_relinks_.empty() || fenced_sites_ > 0); }
+  // Every thread stopped: that work done now (a site with a thread stopped inside its bytes
+  // waits for the next time).
+  void catch_up();
   // A reported stop (or detach, a pause, a vfork, a second thread): the thread is moved out of
   // the stubs, the ring drained, every original byte put back. `t` may be any thread.
   void suspend(PatchThread* t);
@@ -306,11 +313,13 @@ class PatchTracer {
   std::vector<uint64_t> pending_relinks_;    // blocks whose exits wait for every thread stopped
   std::vector<uint64_t> frontier_jumps_;     // of those, blocks whose frontier traps become jmps
   bool concurrent_ = false;                  // instrument(): other threads may be running now
+  uint64_t fenced_sites_ = 0;                // patchable sites left an int3 while others ran (an upper bound)
   uint32_t table_mask_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
   std::vector<uint64_t> table_;  // mirror of the inferior's table
   size_t table_used_ = 0;
   std::map<uint64_t, Site> sites_;           // by control-flow instruction address
+  std::unordered_multimap<uint64_t, uint64_t> site_starts_;  // site -> every explored block start ending there
   std::map<uint64_t, uint64_t> ranges_;      // patched begin -> flow address (for unshadow)
   std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
   std::unordered_set<uint64_t> visited_;     // instrumented block starts

@@ -53,6 +53,7 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
       continue;
     }
     Site& s = sites_[f.addr];
+    site_starts_.emplace(f.addr, b);
     if (s.planned && s.patchable && b > s.latest_start && b <= s.begin) {
       s.latest_start = b;  // a start before the patched bytes: the same patch
       s.block = *block;
@@ -105,7 +106,11 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     if (was_patch && others) uninstall(s, true);
     plan_site(tid, dirty[i], s);
   }
-  for (size_t i = 0; i < dirty.size(); ++i) install(sites_[dirty[i]], int3_only[i]);
+  for (size_t i = 0; i < dirty.size(); ++i) {
+    Site& s = sites_[dirty[i]];
+    install(s, int3_only[i]);
+    if (int3_only[i] && s.patchable) ++fenced_sites_;
+  }
   // Exits that led to a frontier trap (or the original) now lead to the block, or its
   // translation. Rewriting a live stub's rel32 while another thread may run it could tear:
   // then that waits for the next free run that starts with every thread stopped.
@@ -117,6 +122,14 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     if (!block) continue;
     auto it = sites_.find(block->end.addr);
     if (it != sites_.end() && it->second.planned && !it->second.patchable) translate(tid, b);
+  }
+  // A site that was patched until a later block start left no room before it (`pop; pop; ret`
+  // entered at the first pop): the blocks explored before, which end there too, now need a
+  // translation as well, or every pass through them stops at its int3.
+  for (uint64_t addr : dirty) {
+    const Site& s = sites_[addr];
+    if (!s.planned || s.patchable) continue;
+    for (auto [it, last] = site_starts_.equal_range(addr); it != last; ++it) translate(tid, it->second);
   }
   // Block starts go into the table only once the ends they lead to are planned: a stub that
   // finds a target there jumps to it.

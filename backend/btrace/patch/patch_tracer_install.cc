@@ -5,6 +5,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -158,6 +159,26 @@ bool PatchTracer::install_all(pid_t self) {
     if (pc && region_of(pc) && !enter_stub(tid, pc)) instrument(tid, pc);
   }
   return true;
+}
+
+void PatchTracer::catch_up() {
+  WriteBatch batch(*this);
+  if (!installed_ || !all_stopped()) return;
+  std::vector<uint64_t> pcs;
+  for (pid_t tid : list_tasks(pid_)) pcs.push_back(pc_of(tid));
+  for (uint64_t b : std::exchange(pending_relinks_, {})) relink(b);
+  uint64_t left = 0;
+  for (auto& [addr, s] : sites_) {
+    if (s.installed != Installed::Int3 || !s.planned || !s.patchable) continue;
+    bool inside = std::any_of(pcs.begin(), pcs.end(), [&](uint64_t pc) { return pc > s.begin && pc < s.end; });
+    if (inside) {
+      ++left;
+      continue;
+    }
+    uninstall(s);
+    install(s);
+  }
+  fenced_sites_ = left;
 }
 
 // A stopped thread whose pc lies inside a patch (often: at a jcc it was about to run from its

@@ -78,6 +78,7 @@ void PatchTracer::forget_plans() {
   exits_.clear();
   frontier_jumps_.clear();
   sites_.clear();
+  site_starts_.clear();
   visited_.clear();
   ranges_.clear();
   clear_caches();
