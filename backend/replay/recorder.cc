@@ -116,6 +116,16 @@ class Recorder final : public SyscallInterceptor {
     if (why_.empty()) why_ = std::move(why);
     return false;
   }
+  // An event of the thread at pc, with its branch count now (the count since the last
+  // syscall's exit no longer describes the next stop).
+  TraceEvent event_here(EventKind kind, uint64_t pc) {
+    TraceEvent e;
+    e.kind = kind;
+    e.pc = pc;
+    e.branches = branches();
+    exit_branches_ = UINT64_MAX;
+    return e;
+  }
   bool on_entry(const user_regs_struct& regs);
   bool on_exit(const user_regs_struct& regs);
   // Signal-delivery stop: the signal to deliver (0: none), or -1 when refused.
@@ -138,12 +148,8 @@ class Recorder final : public SyscallInterceptor {
 };
 
 bool Recorder::on_entry(const user_regs_struct& regs) {
-  TraceEvent e;
-  e.kind = EventKind::Syscall;
+  TraceEvent e = event_here(EventKind::Syscall, regs.rip);
   e.nr = static_cast<int64_t>(regs.orig_rax);
-  e.pc = regs.rip;
-  e.branches = branches();
-  exit_branches_ = UINT64_MAX;
   uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
   std::copy(args, args + 6, e.args);
   auto policy = syscall_policy(e.nr, e.args, pid_);
@@ -222,11 +228,7 @@ bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
   if (rdtscp) out.rcx = aux;
   out.rip += rdtscp ? 3 : 2;
   ::ptrace(PTRACE_SETREGS, pid_, nullptr, &out);
-  TraceEvent e;
-  e.kind = EventKind::Rdtsc;
-  e.pc = regs.rip;
-  e.branches = branches();
-  exit_branches_ = UINT64_MAX;
+  TraceEvent e = event_here(EventKind::Rdtsc, regs.rip);
   e.nr = rdtscp ? 1 : 0;
   e.args[0] = out.rax;
   e.args[1] = out.rdx;
@@ -241,12 +243,8 @@ SyscallInterceptor::InstructionVerdict Recorder::take_instruction(pid_t tid, con
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
   auto result = execute_here(insn, regs);
   if (!result) return {};  // this CPU lacks it: the program's own attempt faults (SIGILL, recorded)
-  TraceEvent e;
-  e.kind = EventKind::Instruction;
+  TraceEvent e = event_here(EventKind::Instruction, regs.rip);
   e.nr = static_cast<int64_t>(insn.kind);
-  e.pc = regs.rip;
-  e.branches = branches();
-  exit_branches_ = UINT64_MAX;
   std::copy(result->value, result->value + 4, e.args);
   e.args[4] = input_of(insn, regs);
   apply_result(insn, *result, regs);

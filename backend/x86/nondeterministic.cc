@@ -99,20 +99,14 @@ std::optional<NondeterministicResult> execute_here(const NondeterministicInsn& i
       out.value[3] = d;
       return out;
     }
-    case NondeterministicInsn::Kind::Rdrand: {
-      if (!has_feature(1, 2, 30)) return std::nullopt;
-      unsigned long long v = 0;
-      unsigned char ok = 0;
-      asm volatile("rdrand %0; setc %1" : "=r"(v), "=qm"(ok) : : "cc");
-      out.value[0] = v;
-      out.value[1] = ok;
-      return out;
-    }
+    case NondeterministicInsn::Kind::Rdrand:
     case NondeterministicInsn::Kind::Rdseed: {
-      if (!has_feature(7, 1, 18)) return std::nullopt;
+      bool seed = insn.kind == NondeterministicInsn::Kind::Rdseed;
+      if (seed ? !has_feature(7, 1, 18) : !has_feature(1, 2, 30)) return std::nullopt;
       unsigned long long v = 0;
       unsigned char ok = 0;
-      asm volatile("rdseed %0; setc %1" : "=r"(v), "=qm"(ok) : : "cc");
+      if (seed) asm volatile("rdseed %0; setc %1" : "=r"(v), "=qm"(ok) : : "cc");
+      else asm volatile("rdrand %0; setc %1" : "=r"(v), "=qm"(ok) : : "cc");
       out.value[0] = v;
       out.value[1] = ok;
       return out;
