@@ -4,6 +4,7 @@
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -40,6 +41,19 @@ bool PatchTracer::enters_patched(uint64_t target) const { return installed_ && r
 void PatchTracer::disable(std::string why, PatchThread* t) {
   if (disabled_.empty()) disabled_ = std::move(why);
   suspend(t);
+}
+
+// Stopped and ours to touch: in a ptrace stop whose wait status the process engine has taken.
+// A stop not waited for yet (a thread that just hit its ring's guard page while others ran)
+// belongs to the engine: stepped or moved here, its status would be lost and the thread never
+// resumed (a recorded xz hung so, its worker stopped for good).
+bool PatchTracer::stopped_for_us(pid_t tid) const {
+  errno = 0;
+  ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
+  if (errno) return false;
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(tid), &info, WSTOPPED | WEXITED | WNOHANG | WNOWAIT | __WALL) == 0 &&
+         info.si_pid == 0;
 }
 
 bool PatchTracer::all_stopped() const {
@@ -140,9 +154,7 @@ void PatchTracer::suspend(PatchThread* t) {
   bool all = true;
   for (auto& [tid, r] : rings_) {
     if (!r.gs_set) continue;
-    errno = 0;
-    ::ptrace(PTRACE_PEEKUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rip)), nullptr);
-    if (errno) {
+    if (!stopped_for_us(tid)) {
       all = false;
       continue;
     }

@@ -200,6 +200,7 @@ class PatchTracer {
   Region* region_of(uint64_t addr);
   const Region* region_of(uint64_t addr) const;
   void disable(std::string why, PatchThread* t);
+  bool stopped_for_us(pid_t tid) const;  // in a ptrace stop the process engine has waited for
   bool all_stopped() const;           // every thread of the process is in a ptrace stop
   bool others_traced(pid_t self) const;  // every other thread runs under patch control
 
