@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "backend/btrace/blocks.h"
 
@@ -120,12 +121,27 @@ static std::vector<Branch> newest_first(const std::vector<uint32_t>& ring, const
   return out;
 }
 
+bool BranchRing::retarget_newest(const Branch& was, uint64_t to) {
+  if (head_ == 0) {
+    if (origin_ == 0 || origin_ != was.to) return false;
+    origin_ = to;
+  } else {
+    uint32_t& id = ring_[(head_ - 1) % capacity()];
+    const Branch& b = dict_[id];
+    if (b.from != was.from || b.to != was.to) return false;
+    id = intern(Branch{was.from, to});
+  }
+  if (last_read_ == head_) reread_ = true;
+  return true;
+}
+
 Result<std::vector<TraceBlock>> BranchRing::read(TraceRead kind, uint64_t current_pc) {
   size_t cap = capacity();
   size_t stored = static_cast<size_t>(std::min<uint64_t>(head_, cap));
+  bool reread = std::exchange(reread_, false);
   if (kind == TraceRead::Delta) {
     uint64_t fresh = head_ - last_read_;
-    if (fresh > cap) return Error{EOVERFLOW, "Overflow."};
+    if (fresh > cap || reread) return Error{EOVERFLOW, "Overflow."};
     auto branches = newest_first(ring_, dict_, head_, cap, static_cast<size_t>(fresh));
     last_read_ = head_;
     return build_blocks(branches, current_pc, true);

@@ -44,6 +44,12 @@ class BranchRing {
   uint64_t origin() const { return head_ <= capacity() ? origin_ : 0; }
   // The newest n branches, oldest first (monitor btrace history/calls).
   std::vector<Branch> newest(size_t n) const;
+  // A signal delivered where the newest branch `was` had just arrived (nothing of the block
+  // there ran): that branch goes to `to` instead (the handler), so the block it began, empty,
+  // is not shown; sigreturn's branch back to was.to follows later. Where nothing was recorded
+  // yet and recording began at was.to, the origin moves. A branch the client already read
+  // makes its next delta read an overflow: it reads the history anew. False: not the newest.
+  bool retarget_newest(const Branch& was, uint64_t to);
 
   // The block-patching source's drain: `entries` in order, each either the caller's id of a
   // fixed branch (resolved through `fixed` the first time this ring meets that id, then by
@@ -75,6 +81,7 @@ class BranchRing {
   uint64_t size_bytes_ = 0;
   size_t capacity_ = 1;     // size_bytes_ / kBytesPerBranch, at least 1 (no division per push)
   uint64_t origin_ = 0;     // 0: unknown
+  bool reread_ = false;     // a branch the client read has changed: its next delta overflows
 };
 
 }  // namespace backend

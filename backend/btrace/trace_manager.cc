@@ -284,6 +284,20 @@ void TraceManager::record(pid_t tid, uint64_t from, uint64_t to) {
   }
 }
 
+void TraceManager::signal_entry(pid_t tid, uint64_t from, std::optional<Branch> arrived, uint64_t to) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return;
+  ThreadTrace& t = it->second;
+  bool history = t.ring && t.kind == Kind::Software;
+  if (history && arrived && t.ring->retarget_newest(*arrived, to)) history = false;
+  if (!from) return;
+  if (history) t.ring->push(from, to);
+  if (t.coverage && sink_) {
+    if (sink_->counts_only()) sink_->counted(tid, 1, Branch{from, to});
+    else sink_->branch(tid, from, to);
+  }
+}
+
 size_t TraceManager::branches_kept(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return 0;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "backend/btrace/branch_ring.h"
@@ -61,6 +62,12 @@ class TraceManager : public BranchTracer {
   // branches come from the inferior's ring, then from the engine as usual).
   bool patch_traced(pid_t tid) const;
   void record(pid_t tid, uint64_t from, uint64_t to);
+  // A signal delivered at `arrived.to` entered its handler `to`; `from`: the last instruction
+  // run before it (0: none known). Where nothing ran since the newest branch (`arrived`) or
+  // since recording began, the history shows that branch (or the origin) going to the handler
+  // instead of an empty block (BranchRing::retarget_newest). Counts and coverage are
+  // record(from, to)'s, whatever the history does.
+  void signal_entry(pid_t tid, uint64_t from, std::optional<Branch> arrived, uint64_t to);
   // Many branches of one thread, oldest first (block patching drains its ring with one call):
   // see BranchRing::push_entries. The ids are the caller's; forget_fixed_ids() when they are
   // numbered anew (a new block-patching tracer).

@@ -98,7 +98,11 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
 
 void BranchStepper::deliver_traced_signal(LinuxThread& t, int signo) {
   // Single-stepping with the signal stops at the handler's first instruction.
-  t.signal_entry = SignalEntry{insn_before_pc(t, host_.pc(t.tid)).value_or(0)};
+  uint64_t pc = host_.pc(t.tid);
+  t.signal_entry = SignalEntry{insn_before_pc(t, pc).value_or(0), std::nullopt};
+  // Came by a branch with nothing of its block run, or nothing run since recording began:
+  // the handler takes that place in the history (TraceManager::signal_entry).
+  t.signal_entry->arrived_by = Branch{pc == t.cursor.block_start ? t.cursor.last_flow : 0, pc};
   host_.resume(t, signo);
 }
 
@@ -106,7 +110,7 @@ void BranchStepper::signal_entry_done(LinuxThread& t) {
   // Stopped at the handler's first instruction: the signal was a branch from the last
   // instruction executed before it.
   uint64_t pc = host_.pc(t.tid);
-  if (t.signal_entry->from) record(t, t.signal_entry->from, pc);
+  if (traced(t.tid)) tracer_->signal_entry(t.tid, t.signal_entry->from, t.signal_entry->arrived_by, pc);
   t.signal_entry.reset();
   t.cursor.block_start = pc;
   t.cursor.last_flow_taken = true;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <variant>
 
+#include "backend/btrace/branch.h"
 #include "backend/btrace/branch_cursor.h"
 #include "backend/engine/path_plan.h"
 #include "backend/x86/block_cache.h"
@@ -62,6 +63,9 @@ struct LiftedStep {
 // last instruction executed before it).
 struct SignalEntry {
   uint64_t from = 0;  // 0 = unknown
+  // {the branch that came to the delivery pc with nothing of its block run (0: unknown), that
+  // pc}: the handler may take its target's place in the history (TraceManager::signal_entry).
+  std::optional<Branch> arrived_by;
 };
 
 struct LinuxThread {

@@ -217,3 +217,39 @@ TEST_CASE("branch ring: the dictionary of distinct branches stays bounded by wha
   CHECK(last[2].from == 0x10000 + 199999);
   CHECK(last[2].to == 0x20000 + 199999);
 }
+
+TEST_CASE("branch ring: a signal right after a branch takes that branch's target", "[btrace]") {
+  BranchRing ring(24 * 8);
+  ring.push(0x105, 0x200);
+  ring.push(0x20a, 0x100);  // the loop's branch back; the signal comes before 0x100 runs
+  CHECK_FALSE(ring.retarget_newest(Branch{0x105, 0x200}, 0x800));  // not the newest
+  CHECK_FALSE(ring.retarget_newest(Branch{0x20a, 0x101}, 0x800));
+  REQUIRE(ring.retarget_newest(Branch{0x20a, 0x100}, 0x800));  // 0x800: the handler
+  ring.push(0x810, 0x900);  // the handler's ret to the restorer
+  ring.push(0x905, 0x100);  // sigreturn back where the signal came
+  CHECK(ring.total() == 4);  // no branch more
+  // No empty block at 0x100 before the handler (that would show 0x100 run twice).
+  CHECK(flat(*ring.read(TraceRead::All, 0x104)) ==
+        Blocks{{0x100, 0x104}, {0x900, 0x905}, {0x800, 0x810}, {0x200, 0x20a}});
+}
+
+TEST_CASE("branch ring: a changed branch the client read makes its next delta an overflow", "[btrace]") {
+  BranchRing ring(24 * 8);
+  ring.push(0x20a, 0x100);
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x100)) == Blocks{{0x100, 0x100}, {0, 0x20a}});
+  REQUIRE(ring.retarget_newest(Branch{0x20a, 0x100}, 0x800));
+  ring.push(0x810, 0x100);
+  CHECK(ring.read(TraceRead::Delta, 0x104).error().message == "Overflow.");
+  CHECK(flat(*ring.read(TraceRead::New, 0x104)) == Blocks{{0x100, 0x104}, {0x800, 0x810}});
+  CHECK(flat(*ring.read(TraceRead::Delta, 0x104)) == Blocks{{0, 0x104}});  // once only
+}
+
+TEST_CASE("branch ring: a signal before the first branch moves the origin", "[btrace]") {
+  BranchRing ring(24 * 8);
+  CHECK_FALSE(ring.retarget_newest(Branch{0, 0x100}, 0x800));  // no origin known
+  ring.set_origin(0x100);
+  CHECK_FALSE(ring.retarget_newest(Branch{0, 0x104}, 0x800));
+  REQUIRE(ring.retarget_newest(Branch{0, 0x100}, 0x800));
+  ring.push(0x810, 0x100);
+  CHECK(flat(*ring.read(TraceRead::All, 0x104)) == Blocks{{0x100, 0x104}, {0x800, 0x810}});
+}
