@@ -1,15 +1,21 @@
 #include "backend/replay/exec_setup.h"
 
+#include <dirent.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
 #include <fmt/format.h>
 
 #include "backend/ptrace/proc_memory.h"
+#include "backend/ptrace/remote_syscall.h"
 
 namespace backend::replay {
 
@@ -20,8 +26,55 @@ Result<std::vector<uint8_t>> read_proc_file(pid_t pid, const std::string& name) 
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+Result<std::vector<int>> open_descriptors(pid_t pid) {
+  std::string path = fmt::format("/proc/{}/fd", pid);
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) return errno_error("Cannot list " + path);
+  std::vector<int> fds;
+  while (const dirent* e = ::readdir(dir))
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') fds.push_back(std::atoi(e->d_name));
+  ::closedir(dir);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+Result<void> match_descriptors(pid_t pid, const std::vector<int>& want) {
+  auto have = open_descriptors(pid);
+  if (!have) return have.error();
+  ProcMemory mem(pid);
+  auto call = [&](long nr, std::array<uint64_t, 6> args) -> Result<int64_t> {
+    auto r = patch::inject_syscall(pid, pid, mem, nr, args);
+    if (r && *r < 0) return Error{static_cast<int>(-*r), fmt::format("system call {} in the program failed", nr)};
+    return r;
+  };
+  for (int fd : *have)
+    if (!std::binary_search(want.begin(), want.end(), fd))
+      if (auto r = call(SYS_close, {static_cast<uint64_t>(fd), 0, 0, 0, 0, 0}); !r) return r.error();
+  std::vector<int> missing;
+  for (int fd : want)
+    if (!std::binary_search(have->begin(), have->end(), fd)) missing.push_back(fd);
+  if (missing.empty()) return {};
+  // "/dev/null" below the initial stack (nothing lives there before the first instruction).
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, pid, nullptr, &regs) != 0) return errno_error("PTRACE_GETREGS at exec");
+  static constexpr char kNull[] = "/dev/null";
+  uint64_t name = (regs.rsp - 4096) & ~uint64_t{15};
+  if (!mem.write(name, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kNull), sizeof kNull)))
+    return Error{EIO, "Cannot write into the program's stack"};
+  for (int fd : missing) {
+    auto opened = call(SYS_openat, {static_cast<uint64_t>(AT_FDCWD), name, O_RDWR, 0, 0, 0});
+    if (!opened) return opened.error();
+    if (*opened == fd) continue;
+    if (auto r = call(SYS_dup2, {static_cast<uint64_t>(*opened), static_cast<uint64_t>(fd), 0, 0, 0, 0}); !r)
+      return r.error();
+    if (auto r = call(SYS_close, {static_cast<uint64_t>(*opened), 0, 0, 0, 0, 0}); !r) return r.error();
+  }
+  return {};
+}
+
 Result<ExecFacts> prepare_exec(pid_t pid, const std::vector<uint8_t>& random) {
   ExecFacts facts;
+  if (auto fds = open_descriptors(pid)) facts.fds = *fds;
   auto auxv = read_proc_file(pid, "auxv");
   if (!auxv) return auxv.error();
   facts.auxv = *auxv;

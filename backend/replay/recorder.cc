@@ -388,6 +388,7 @@ int record(const RecordOptions& options) {
   }
   header.auxv = facts->auxv;
   header.at_random = facts->at_random;
+  header.fds = facts->fds;
 
   auto* recorder = new Recorder(pid, **writer, header);
   (*process)->set_syscall_interceptor(std::unique_ptr<SyscallInterceptor>(recorder));

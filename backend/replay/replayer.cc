@@ -433,6 +433,9 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   pid_t pid = (*process)->pid();
   auto facts = prepare_exec(pid, h.at_random);
   if (!facts) return facts.error();
+  if (h.fds)
+    if (auto same = match_descriptors(pid, *h.fds); !same)
+      return Error{same.error().code, "Cannot give the program the recorded descriptors: " + same.error().message};
   auto replayer = std::make_unique<Replayer>(std::move(trace), pid);
   // The thread's taken branches, counted as record counted them.
   if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid); !on) return on.error();

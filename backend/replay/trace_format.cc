@@ -135,6 +135,11 @@ std::string format_header(const TraceHeader& h) {
   out += fmt::format("exit {}\n", h.exit_status);
   for (const auto& f : h.files)
     out += fmt::format("file {:016x} {} {} {}\n", f.hash, f.size, escape(f.copy), escape(f.path));
+  if (h.fds) {
+    out += "fds";
+    for (int fd : *h.fds) out += fmt::format(" {}", fd);
+    out += "\n";
+  }
   if (!h.cpu.empty()) out += "cpu " + escape(h.cpu) + "\n";
   if (!h.cpu_features.empty()) {
     out += "cpu-features";
@@ -197,6 +202,10 @@ Result<TraceHeader> parse_header(const std::string& text) {
         if (rest.empty() || rest.front() != ' ') return bad("file without a path");
         m.path = unescape(rest.substr(1));
         h.files.push_back(m);
+      } else if (key == "fds") {
+        std::istringstream words(value);
+        h.fds.emplace();
+        for (std::string w; words >> w;) h.fds->push_back(std::stoi(w));
       } else if (key == "cpu") {
         h.cpu = unescape(value);
       } else if (key == "cpu-features") {

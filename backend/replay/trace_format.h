@@ -86,6 +86,8 @@ struct TraceHeader {
   bool complete = false;         // the program ran to its end
   int exit_status = 0;           // as Exit's nr: status, or -signal
   std::vector<MappedFile> files;
+  // The descriptors open when the program started (nullopt: a trace from before they were kept).
+  std::optional<std::vector<int>> fds;
   // The recording's CPU (backend/host/cpu_id.h's CpuFeatures): "vendor family model stepping",
   // its feature words and XCR0; replay checks them against its own.
   std::string cpu;

@@ -458,6 +458,49 @@ class Result:
     __repr__ = __str__
 
 
+def _proc_text(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def traced_threads_report(limit=64):
+    """Every thread traced by a branchstub process: state, wchan, syscall line, pending signals,
+    and the tracer's threads' states; for a hang, the CI log then says who waits for what."""
+    lines = []
+    for pid in sorted(int(d) for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            _traced_process_report(pid, lines, limit)
+        except OSError:  # gone meanwhile
+            pass
+    return "\n".join(lines) or "(no thread traced by branchstub)"
+
+
+def _traced_process_report(pid, lines, limit):
+    status = _proc_text("/proc/%d/status" % pid)
+    m = re.search(r"^TracerPid:\s*(\d+)", status, re.M)
+    if not m or m.group(1) == "0" or not _proc_text("/proc/%s/comm" % m.group(1)).startswith("branchstub"):
+        return
+    tracer = int(m.group(1))
+    lines.append("traced process %d (%s) by %d (%s):" % (pid, _proc_text("/proc/%d/comm" % pid), tracer,
+                                                         _proc_text("/proc/%d/cmdline" % tracer).replace("\0", " ")))
+    for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid) if t.isdigit())[:limit]:
+        base = "/proc/%d/task/%d/" % (pid, tid)
+        st = _proc_text(base + "stat")
+        state = st[st.rfind(")") + 2:].split(" ")[0] if ")" in st else "?"
+        pend = re.findall(r"^(SigPnd|ShdPnd):\s*(\S+)", _proc_text(base + "status"), re.M)
+        lines.append("  %d %s wchan=%s syscall=%s %s" % (tid, state, _proc_text(base + "wchan"),
+                                                         _proc_text(base + "syscall"),
+                                                         " ".join("%s=%s" % kv for kv in pend)))
+    for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % tracer) if t.isdigit())[:8]:
+        base = "/proc/%d/task/%d/" % (tracer, tid)
+        st = _proc_text(base + "stat")
+        lines.append("  tracer %d %s wchan=%s syscall=%s" % (tid, st[st.rfind(")") + 2:].split(" ")[0],
+                                                           _proc_text(base + "wchan"), _proc_text(base + "syscall")))
+
+
 def _run(argv, timeout, input=None, env=None):
     timeout = stretch(timeout)
     p = subprocess.Popen(argv, stdin=subprocess.PIPE if input else subprocess.DEVNULL,
@@ -466,10 +509,11 @@ def _run(argv, timeout, input=None, env=None):
     try:
         out, _ = p.communicate(input.encode() if input else None, timeout=timeout)
     except subprocess.TimeoutExpired:
+        traced = traced_threads_report()  # before the kill: what every traced thread waits in
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         r = Result(argv, "timeout", out.decode("utf-8", "replace"))
-        raise AssertionError("client timed out after %ss:\n%s" % (timeout, r))
+        raise AssertionError("client timed out after %ss:\n%s\n%s" % (timeout, r, traced))
     return Result(argv, p.returncode, out.decode("utf-8", "replace"))
 
 

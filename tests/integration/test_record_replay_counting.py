@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from harness import SERVER, gdb_remote, inferior
+from harness import SERVER, gdb, gdb_remote, inferior
 from test_record_replay import input_file, printed  # noqa: F401 (input_file: a fixture)
 
 pytestmark = pytest.mark.branchstub_only
@@ -89,6 +89,36 @@ def test_inherited_signal_dispositions_do_not_diverge(procs, tmp_path):
     assert p.returncode == 0, p.stderr
     r = replay(procs, trace, "/bin/gzip", ["continue"])
     assert "exited normally" in r.out, r
+
+
+WITH_FDS = ["sh", "-c", 'exec 3</dev/null 4</dev/null 9</dev/null; exec "$@"', "sh"]
+
+
+def test_descriptors_inherited_by_the_recorder_or_the_replay_do_not_diverge(procs, tmp_path, input_file):
+    """The program opens its file at the lowest free descriptor: 6 when recorded by a
+    `branchstub record` that inherited 3, 4 and 9 from its shell, 3 when replayed by a server
+    that did not; recorded with none, 3, and 6 when replayed by a server that inherited them.
+    Each replay gives the program the recording's descriptors (trace header `fds`), so both
+    replay to the end, the file read as recorded."""
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    args = [PROG, str(input_file)]
+    p = subprocess.run(WITH_FDS + [SERVER, "record", "-o", str(tmp_path / "with")] + args, capture_output=True,
+                       timeout=60, env=env, cwd=str(tmp_path))
+    assert b"trace in" in p.stderr and b"refused" not in p.stderr, p.stderr  # its status: random % 7 + 3
+    header = (tmp_path / "with" / "header").read_text()
+    assert re.search(r"^fds 0 1 2 3 4 9$", header, re.M), header
+    r = replay(procs, tmp_path / "with", PROG, ["handle SIGUSR1 nostop noprint pass", "break values_ready",
+                                                 "continue", "print file_text", "continue"])
+    assert '$1 = "recorded-input-42"' in r.out and "exited with code" in r.out, r
+
+    p, trace = record(tmp_path, args, "without")
+    assert b"refused" not in p.stderr, p.stderr
+    comm = "target remote | %s" % " ".join(WITH_FDS[:2] + ["'%s'" % WITH_FDS[2]] + WITH_FDS[3:] +
+                                             [SERVER, "replay", "-", str(trace)])
+    r = gdb([comm, "handle SIGUSR1 nostop noprint pass", "break values_ready", "continue", "print file_text",
+             "continue", "continue"], prog=PROG)
+    assert "divergence" not in r.out and "diverged" not in r.out, r
+    assert '$1 = "recorded-input-42"' in r.out and "exited with code" in r.out, r
 
 
 def test_ls_l_records_and_replays(procs, tmp_path):

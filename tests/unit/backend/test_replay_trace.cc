@@ -41,6 +41,7 @@ TraceHeader sample_header() {
   h.cpu = "AuthenticAMD 26 2 1";
   h.cpu_features = {0xfed83203, 0x178bfbff, 0xf1bf03a9, 0x405fce, 0x10, 0x75c237ff, 0x2fd3fbff};
   h.xcr0 = 0x2e7;
+  h.fds = std::vector<int>{0, 1, 2, 5, 255};
   return h;
 }
 
@@ -69,6 +70,21 @@ TEST_CASE("trace header: text round trip keeps every field") {
   CHECK(back->cpu == h.cpu);
   CHECK(back->cpu_features == h.cpu_features);
   CHECK(back->xcr0 == 0x2e7);
+  CHECK(back->fds == h.fds);
+}
+
+TEST_CASE("trace header: descriptors kept, none open, or not kept (older traces)") {
+  TraceHeader h = sample_header();
+  h.fds = std::vector<int>{};
+  auto none = parse_header(format_header(h));
+  REQUIRE(none.ok());
+  REQUIRE(none->fds.has_value());
+  CHECK(none->fds->empty());
+  h.fds.reset();
+  CHECK(format_header(h).find("fds") == std::string::npos);
+  auto older = parse_header(format_header(h));
+  REQUIRE(older.ok());
+  CHECK_FALSE(older->fds.has_value());
 }
 
 TEST_CASE("trace header: the recording CPU's features against this one's") {
