@@ -328,7 +328,9 @@ void LinuxProcess::sync_interceptor_watch() {
 
 bool LinuxProcess::interceptor_watch_hit(LinuxThread& t, uint64_t addr) {
   if (t.in<run::Traced>()) stepper_.commit_plan(t, addr);  // the count, exact at addr
-  auto verdict = interceptor_->at_watch_pc(t.tid);
+  uint8_t code[16] = {};
+  auto n = read_memory(addr, code);
+  auto verdict = interceptor_->at_watch_pc(t.tid, std::span<const uint8_t>(code, n ? *n : 0));
   sync_interceptor_watch();
   if (verdict.stop) {
     console_output_ += verdict.message;

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <span>
 #include <string>
 
 #include "backend/btrace/branch_tracer.h"
@@ -53,7 +54,8 @@ class SyscallInterceptor {
     bool signal_sent = false;  // a signal is pending for the thread: resume it without executing pc
     std::string message;
   };
-  virtual WatchVerdict at_watch_pc(pid_t /*tid*/) { return {}; }
+  // `code`: the program's bytes at the pc (its own, not the int3 there).
+  virtual WatchVerdict at_watch_pc(pid_t /*tid*/, std::span<const uint8_t> /*code*/) { return {}; }
   // While watch_pc() is set: how many taken branches tid has left before the count it must
   // reach pc at (1 when it is there or past it). Counting through block patching, the int3
   // goes in only when few are left: the thread's ring stops it short of the count before.

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -272,7 +273,10 @@ int Recorder::on_signal(int sig) {
                    exit_branches_ == e.branches;
     // Elsewhere in its code: the replay runs to this count and pc and checks the registers.
     e.args[1] = at_exit ? kSignalAtSyscallExit : kSignalInCode;
-    if (!at_exit) e.args[2] = register_digest(regs);
+    if (!at_exit) {
+      e.args[2] = register_digest(regs);
+      e.args[3] = regs.rcx;
+    }
     std::vector<uint8_t> info(sizeof si);
     std::memcpy(info.data(), &si, sizeof si);
     e.writes.push_back(writer_.add_data(0, info));  // the siginfo the handler gets (addr 0: not memory)
@@ -285,6 +289,13 @@ int Recorder::on_signal(int sig) {
 // (the program is killed then).
 bool run(Process& process, Recorder& recorder, TraceHeader& header) {
   if (auto on = start_counting(process.tracer(), recorder.counter(), process.pid()); !on) return false;
+  // Signals are recorded where they arrive (Recorder::take_signal) and delivered there, as a
+  // client's `handle SIG nostop pass` does: a stop reported for each would take the patches
+  // out and put them back (a 1 ms timer's signals then took all of the recording's time).
+  std::set<int> pass;
+  for (int sig = 1; sig < 65; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) pass.insert(sig);
+  process.set_pass_signals(std::move(pass));
   ResumePlan plan;
   plan.others = ResumeAction{ResumeKind::Continue, 0};
   if (!process.resume(plan)) return false;

@@ -20,6 +20,7 @@
 #include "backend/replay/register_digest.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
+#include "backend/x86/rep_string.h"
 
 namespace backend::replay {
 
@@ -86,7 +87,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
     bool in_code = n && n->kind == EventKind::Signal && n->args[1] == kSignalInCode;
     return in_code && diverged_.empty() && !signal_sent_ && !diverted_ ? n->pc : 0;
   }
-  WatchVerdict at_watch_pc(pid_t tid) override;
+  WatchVerdict at_watch_pc(pid_t tid, std::span<const uint8_t> code) override;
   uint64_t branches_before_watch(pid_t) const override {
     uint64_t seen = counter_.count(pid_);
     if (goal_watched()) return goal_->first > seen ? goal_->first - seen : 1;
@@ -109,6 +110,8 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
 
  private:
   // The event's branch count against the thread's: a divergence message, or "" when equal.
+  void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
+                              uint64_t rcx_left);
   std::string count_mismatch(const TraceEvent& e) const {
     uint64_t seen = counter_.count(pid_);
     if (seen == e.branches) return {};
@@ -177,9 +180,38 @@ std::shared_ptr<const ReplayState> Replayer::save() const {
   return saved;
 }
 
+// A `rep movs`/`rep stos` at the signal's pc that the recording's signal interrupted halfway
+// (backend/x86/rep_string.h): its iterations up to the recorded registers are done here; regs
+// become the thread's. Unchanged when it is no such instruction or no count of iterations
+// gives the recorded registers (a divergence then, as before).
+void Replayer::finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code,
+                                      uint64_t digest, uint64_t rcx_left) {
+  auto rep = decode_rep_string(code);
+  if (!rep) return;
+  auto matches = [&](const user_regs_struct& r) { return register_digest(r) == digest; };
+  std::optional<uint64_t> k;
+  if (rcx_left && rcx_left < regs.rcx && matches(after_iterations(*rep, regs, regs.rcx - rcx_left)))
+    k = regs.rcx - rcx_left;
+  constexpr uint64_t kMostIterations = uint64_t{1} << 32;  // a trace without the rcx: tried one by one
+  if (!k && !rcx_left) k = iterations_until(*rep, regs, kMostIterations, matches);
+  if (!k) return;
+  ProgramMemory memory{
+      [this](uint64_t addr, std::span<uint8_t> out) {
+        auto n = mem_.read(addr, out);
+        return n && *n == out.size();
+      },
+      [this](uint64_t addr, std::span<const uint8_t> in) {
+        auto n = mem_.write(addr, in);
+        return n && *n == in.size();
+      }};
+  if (!run_iterations(*rep, regs, *k, memory)) return;
+  user_regs_struct after = after_iterations(*rep, regs, *k);
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) == 0) regs = after;
+}
+
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
 // when the count and the registers are the recorded ones; before the count, it goes on.
-SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid) {
+SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid, std::span<const uint8_t> code) {
   if (goal_watched()) {
     // At the goal's count the thread stops (past it too: the run that set it says so).
     if (counter_.count(pid_) < goal_->first) return {};
@@ -191,6 +223,8 @@ SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid) {
   if (seen < e->branches) return {};
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  if (seen == e->branches && register_digest(regs) != e->args[2])
+    finish_interrupted_rep(tid, regs, code, e->args[2], e->args[3]);
   if (seen == e->branches && register_digest(regs) == e->args[2]) {
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(e->nr));
     signal_sent_ = true;

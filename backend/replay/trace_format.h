@@ -41,8 +41,10 @@ enum class EventKind : uint32_t {
 // kill to itself), which recurs by itself.
 inline constexpr uint64_t kSignalAtSyscallExit = 1;
 // Signal args[1]: an asynchronous signal that arrived inside the program's own code, at `pc`
-// with `branches` taken; args[2] is register_digest() of the thread there, writes[0] its
-// siginfo_t. Replay runs the thread to that pc at that count, checks the digest and sends it.
+// with `branches` taken; args[2] is register_digest() of the thread there, args[3] its rcx
+// (the iterations left of a `rep` string instruction it interrupted; 0 in older traces),
+// writes[0] its siginfo_t. Replay runs the thread to that pc at that count, checks the digest
+// and sends it.
 inline constexpr uint64_t kSignalInCode = 2;
 
 struct MemoryWrite {

@@ -91,6 +91,28 @@ def test_inherited_signal_dispositions_do_not_diverge(procs, tmp_path):
     assert "exited normally" in r.out, r
 
 
+@pytest.mark.parametrize("source", [None, "soft"])
+def test_signals_inside_rep_string_instructions_replay_at_their_iteration(procs, tmp_path, source):
+    """SIGALRMs from a 1 ms timer while the program copies and fills 32 MiB with single `rep
+    movsb`/`rep stosb` instructions: most arrive halfway through one (the handler keeps the
+    interrupted rcx, the bytes left). The replay reaches the instruction at the recorded count
+    before any iteration; it does the iterations up to the recorded registers and delivers the
+    signal there: the handler sees the same rcx, the buffers end the same (a divergence before,
+    "reached it with other registers"). The recording itself takes well under a minute (each
+    signal used to be a reported stop, taking every patch out and in: longer than the timer's
+    period, so the program never got anywhere)."""
+    prog = inferior("rep_signal")
+    p, trace = record(tmp_path, [prog], "t", timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = printed(p.stdout.decode())
+    assert int(rec["alarms_in_rep"]) >= 1, rec  # 6 of 6 natively and recorded here
+    r = replay(procs, trace, prog, ["break values_ready", "continue", "print alarm_rcx", "print buffer_sum",
+                                    "continue"], source=source)
+    assert "$1 = {%s}" % ", ".join(rec["alarms_rcx"].split(",")) in r.out, (rec, r)
+    assert "$2 = %s" % rec["buffer_sum"] in r.out, (rec, r)
+    assert "exited normally" in r.out, r
+
+
 WITH_FDS = ["sh", "-c", 'exec 3</dev/null 4</dev/null 9</dev/null; exec "$@"', "sh"]
 
 
