@@ -117,8 +117,10 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
   }
   if (stopping() && chosen_ && all_stopped()) return finish(*chosen_);
   // Every thread the client resumed has exited (the others it left stopped): nothing will ever
-  // report otherwise (gdbserver's "no resumed" stop).
-  if (phase_ == Phase::Running && deferred_.empty() && all_stopped() &&
+  // report otherwise (gdbserver's "no resumed" stop). Not while a status taken by a pause waits
+  // to be handled (pause_running's stash): that thread is not running, but it has not stopped
+  // for good either (a catch-up's pause made GDB hear "no resumed" mid-run and wait forever).
+  if (phase_ == Phase::Running && deferred_.empty() && stashed_.empty() && all_stopped() &&
       std::chrono::steady_clock::now() >= exec_expected_until_)
     return finish(make_event(StopKind::NoResumed, 0));
   return std::nullopt;
