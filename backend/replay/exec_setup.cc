@@ -8,6 +8,9 @@
 #include <sys/user.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <tuple>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -72,9 +75,63 @@ Result<void> match_descriptors(pid_t pid, const std::vector<int>& want) {
   return {};
 }
 
+namespace {
+
+// SigIgn / SigBlk of pid's main thread (/proc/PID/status), hex.
+Result<std::pair<uint64_t, uint64_t>> signal_state(pid_t pid) {
+  auto status = read_proc_file(pid, "status");
+  if (!status) return status.error();
+  std::string text(status->begin(), status->end());
+  auto field = [&](const char* name) -> std::optional<uint64_t> {
+    auto at = text.find(std::string("\n") + name + ":");
+    if (at == std::string::npos) return std::nullopt;
+    return std::strtoull(text.c_str() + at + std::strlen(name) + 2, nullptr, 16);
+  };
+  auto ignored = field("SigIgn"), blocked = field("SigBlk");
+  if (!ignored || !blocked) return Error{EIO, fmt::format("/proc/{}/status has no SigIgn or SigBlk", pid)};
+  return std::make_pair(*ignored, *blocked);
+}
+
+}  // namespace
+
+Result<void> match_signal_state(pid_t pid, uint64_t ignored, uint64_t blocked) {
+  auto now = signal_state(pid);
+  if (!now) return now.error();
+  if (now->first == ignored && now->second == blocked) return {};
+  ProcMemory mem(pid);
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, pid, nullptr, &regs) != 0) return errno_error("PTRACE_GETREGS at exec");
+  // The kernel's struct sigaction {handler, flags, restorer, mask} or a mask, below the initial
+  // stack (nothing lives there before the first instruction).
+  uint64_t scratch = (regs.rsp - 8192) & ~uint64_t{15};
+  auto call = [&](long nr, std::array<uint64_t, 6> args) -> Result<void> {
+    auto r = patch::inject_syscall(pid, pid, mem, nr, args);
+    if (!r) return r.error();
+    if (*r < 0) return Error{static_cast<int>(-*r), fmt::format("system call {} in the program failed", nr)};
+    return {};
+  };
+  for (int sig = 1; sig <= 64; ++sig) {
+    uint64_t bit = uint64_t{1} << (sig - 1);
+    if ((now->first & bit) == (ignored & bit) || sig == SIGKILL || sig == SIGSTOP) continue;
+    // After exec every disposition is SIG_DFL or SIG_IGN: handlers do not survive it.
+    uint64_t action[4] = {(ignored & bit) ? reinterpret_cast<uint64_t>(SIG_IGN) : reinterpret_cast<uint64_t>(SIG_DFL),
+                          0, 0, 0};
+    if (!mem.write(scratch, std::span<const uint8_t>(reinterpret_cast<uint8_t*>(action), sizeof action)))
+      return Error{EIO, "Cannot write into the program's stack"};
+    if (auto r = call(SYS_rt_sigaction, {static_cast<uint64_t>(sig), scratch, 0, 8, 0, 0}); !r) return r;
+  }
+  if (now->second != blocked) {
+    if (!mem.write(scratch, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&blocked), 8)))
+      return Error{EIO, "Cannot write into the program's stack"};
+    if (auto r = call(SYS_rt_sigprocmask, {SIG_SETMASK, scratch, 0, 8, 0, 0}); !r) return r;
+  }
+  return {};
+}
+
 Result<ExecFacts> prepare_exec(pid_t pid, const std::vector<uint8_t>& random) {
   ExecFacts facts;
   if (auto fds = open_descriptors(pid)) facts.fds = *fds;
+  if (auto sigs = signal_state(pid)) std::tie(facts.sig_ignored, facts.sig_blocked) = *sigs;
   auto auxv = read_proc_file(pid, "auxv");
   if (!auxv) return auxv.error();
   facts.auxv = *auxv;

@@ -20,6 +20,8 @@ struct ExecFacts {
   uint64_t at_random_addr = 0;
   std::vector<uint8_t> at_random;  // the bytes there
   std::vector<int> fds;            // open descriptors, ascending
+  uint64_t sig_ignored = 0;        // SigIgn: dispositions SIG_IGN (bit n-1: signal n)
+  uint64_t sig_blocked = 0;        // SigBlk: the signal mask
 };
 
 // pid is stopped at its exec (ptrace). `random`, when not empty, replaces AT_RANDOM's bytes.
@@ -30,6 +32,12 @@ Result<ExecFacts> prepare_exec(pid_t pid, const std::vector<uint8_t>& random = {
 // calls run in it. The program opens files at the numbers the kernel picks (the lowest free),
 // which the replay must get as recorded, whatever the replay server inherited.
 Result<void> match_descriptors(pid_t pid, const std::vector<int>& want);
+
+// Makes pid's ignored dispositions and signal mask (stopped at its exec) the recorded ones:
+// a program inherits both through exec (a shell's background job ignores SIGINT), and a replay
+// server that inherited others would have the kernel act otherwise on the signals the replay
+// sends (a recorded SIGTERM left pending would kill it).
+Result<void> match_signal_state(pid_t pid, uint64_t ignored, uint64_t blocked);
 
 // Open descriptors of pid, ascending (/proc/PID/fd).
 Result<std::vector<int>> open_descriptors(pid_t pid);

@@ -400,6 +400,8 @@ int record(const RecordOptions& options) {
   header.auxv = facts->auxv;
   header.at_random = facts->at_random;
   header.fds = facts->fds;
+  header.sig_ignored = facts->sig_ignored;
+  header.sig_blocked = facts->sig_blocked;
 
   auto* recorder = new Recorder(pid, **writer, header);
   (*process)->set_syscall_interceptor(std::unique_ptr<SyscallInterceptor>(recorder));

@@ -470,6 +470,9 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
   if (h.fds)
     if (auto same = match_descriptors(pid, *h.fds); !same)
       return Error{same.error().code, "Cannot give the program the recorded descriptors: " + same.error().message};
+  if (h.sig_ignored && h.sig_blocked)
+    if (auto same = match_signal_state(pid, *h.sig_ignored, *h.sig_blocked); !same)
+      return Error{same.error().code, "Cannot give the program the recorded signal state: " + same.error().message};
   auto replayer = std::make_unique<Replayer>(std::move(trace), pid);
   // The thread's taken branches, counted as record counted them.
   if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid); !on) return on.error();

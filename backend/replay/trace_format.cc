@@ -140,6 +140,8 @@ std::string format_header(const TraceHeader& h) {
     for (int fd : *h.fds) out += fmt::format(" {}", fd);
     out += "\n";
   }
+  if (h.sig_ignored) out += fmt::format("sig-ignored {:x}\n", *h.sig_ignored);
+  if (h.sig_blocked) out += fmt::format("sig-blocked {:x}\n", *h.sig_blocked);
   if (!h.cpu.empty()) out += "cpu " + escape(h.cpu) + "\n";
   if (!h.cpu_features.empty()) {
     out += "cpu-features";
@@ -206,6 +208,10 @@ Result<TraceHeader> parse_header(const std::string& text) {
         std::istringstream words(value);
         h.fds.emplace();
         for (std::string w; words >> w;) h.fds->push_back(std::stoi(w));
+      } else if (key == "sig-ignored") {
+        h.sig_ignored = std::stoull(value, nullptr, 16);
+      } else if (key == "sig-blocked") {
+        h.sig_blocked = std::stoull(value, nullptr, 16);
       } else if (key == "cpu") {
         h.cpu = unescape(value);
       } else if (key == "cpu-features") {

@@ -90,6 +90,9 @@ struct TraceHeader {
   std::vector<MappedFile> files;
   // The descriptors open when the program started (nullopt: a trace from before they were kept).
   std::optional<std::vector<int>> fds;
+  // Signal dispositions ignored and signals blocked when the program started (bit n-1 for
+  // signal n, as /proc/PID/status shows them; nullopt: a trace from before they were kept).
+  std::optional<uint64_t> sig_ignored, sig_blocked;
   // The recording's CPU (backend/host/cpu_id.h's CpuFeatures): "vendor family model stepping",
   // its feature words and XCR0; replay checks them against its own.
   std::string cpu;

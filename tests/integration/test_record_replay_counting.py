@@ -113,6 +113,24 @@ def test_signals_inside_rep_string_instructions_replay_at_their_iteration(procs,
     assert "exited normally" in r.out, r
 
 
+def test_inherited_ignored_signals_are_the_recorded_ones(procs, tmp_path):
+    """Recorded with SIGUSR2 ignored (inherited through exec, as from a shell's job), replayed
+    by a server that has it at its default: the replay gives the program the recorded
+    dispositions before its first instruction (trace header sig-ignored; the mask too,
+    sig-blocked, though the launcher starts every program with an empty one), so its
+    raise(SIGUSR2) vanishes as recorded (before, the replay's kernel killed it: a divergence)."""
+    import signal
+    prog = inferior("inherited_signals")
+    p, trace = record(tmp_path, [prog], "t", preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+    assert p.returncode == 0 and printed(p.stdout.decode()) == {"usr2_ignored": "1"}, p
+    header = (trace / "header").read_text()
+    ignored = int(re.search(r"^sig-ignored ([0-9a-f]+)$", header, re.M).group(1), 16)
+    assert ignored & (1 << (signal.SIGUSR2 - 1)), header
+    assert re.search(r"^sig-blocked 0$", header, re.M), header
+    r = replay(procs, trace, prog, ["handle SIGUSR2 nostop noprint pass", "continue", "continue"])
+    assert "exited normally" in r.out, r
+
+
 WITH_FDS = ["sh", "-c", 'exec 3</dev/null 4</dev/null 9</dev/null; exec "$@"', "sh"]
 
 

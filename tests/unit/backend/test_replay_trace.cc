@@ -42,6 +42,8 @@ TraceHeader sample_header() {
   h.cpu_features = {0xfed83203, 0x178bfbff, 0xf1bf03a9, 0x405fce, 0x10, 0x75c237ff, 0x2fd3fbff};
   h.xcr0 = 0x2e7;
   h.fds = std::vector<int>{0, 1, 2, 5, 255};
+  h.sig_ignored = 0x800;
+  h.sig_blocked = 0x4000;
   return h;
 }
 
@@ -71,6 +73,8 @@ TEST_CASE("trace header: text round trip keeps every field") {
   CHECK(back->cpu_features == h.cpu_features);
   CHECK(back->xcr0 == 0x2e7);
   CHECK(back->fds == h.fds);
+  CHECK(back->sig_ignored == h.sig_ignored);
+  CHECK(back->sig_blocked == h.sig_blocked);
 }
 
 TEST_CASE("trace header: descriptors kept, none open, or not kept (older traces)") {
@@ -85,6 +89,12 @@ TEST_CASE("trace header: descriptors kept, none open, or not kept (older traces)
   auto older = parse_header(format_header(h));
   REQUIRE(older.ok());
   CHECK_FALSE(older->fds.has_value());
+  h.sig_ignored.reset();
+  h.sig_blocked.reset();
+  auto no_signals = parse_header(format_header(h));
+  REQUIRE(no_signals.ok());
+  CHECK_FALSE(no_signals->sig_ignored.has_value());
+  CHECK_FALSE(no_signals->sig_blocked.has_value());
 }
 
 TEST_CASE("trace header: the recording CPU's features against this one's") {
