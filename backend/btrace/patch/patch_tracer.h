@@ -267,6 +267,8 @@ class PatchTracer {
   void uninstall(Site& s, bool fenced = false);
   bool install_all(pid_t self);
   bool enter_stub(pid_t tid, uint64_t pc);
+  // pc strictly inside the bytes of a patch that is in: a thread there cannot run on as it is.
+  bool inside_installed_patch(uint64_t pc) const;
 
   // patch_tracer_drain.cc
   size_t drain(pid_t tid, Ring& r, PatchThread* t);

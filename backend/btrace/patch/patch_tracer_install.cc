@@ -185,6 +185,14 @@ void PatchTracer::catch_up() {
 // int3 site) goes on from the same instruction's copy in the stub, as if it had come there by
 // the patch. Else its pc would become a block start there, which leaves no room for the patch
 // for good: every pass through the site would stop.
+bool PatchTracer::inside_installed_patch(uint64_t pc) const {
+  auto r = ranges_.upper_bound(pc);
+  if (r == ranges_.begin()) return false;
+  --r;
+  auto s = sites_.find(r->second);
+  return s != sites_.end() && s->second.installed == Installed::Patch && pc > s->second.begin && pc < s->second.end;
+}
+
 bool PatchTracer::enter_stub(pid_t tid, uint64_t pc) {
   auto r = ranges_.upper_bound(pc);
   if (r == ranges_.begin()) return false;
