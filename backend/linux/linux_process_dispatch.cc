@@ -340,6 +340,10 @@ bool LinuxProcess::interceptor_watch_hit(LinuxThread& t, uint64_t addr) {
     report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
     return true;
   }
+  if (verdict.ran_it) {  // a rep string finished by the replay: on from the next instruction
+    if (!stopping()) resume_thread(t, 0);
+    return true;
+  }
   // A signal is pending: resumed from addr, the thread takes it before executing anything
   // (a client breakpoint there is still reported first, the signal waits in the kernel). Not
   // planned again from addr: the block start stays the one record had, so the handler's entry

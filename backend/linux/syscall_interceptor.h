@@ -53,6 +53,7 @@ class SyscallInterceptor {
     bool stop = false;         // a divergence: the thread stops (SIGTRAP), `message` to the console
     bool signal_sent = false;  // a signal is pending for the thread: resume it without executing pc
     std::string message;
+    bool ran_it = false;       // the interceptor ran the instruction at pc itself: resume from the new pc
   };
   // `code`: the program's bytes at the pc (its own, not the int3 there).
   virtual WatchVerdict at_watch_pc(pid_t /*tid*/, std::span<const uint8_t> /*code*/) { return {}; }

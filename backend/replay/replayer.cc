@@ -112,6 +112,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   // The event's branch count against the thread's: a divergence message, or "" when equal.
   void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
                               uint64_t rcx_left);
+  bool run_rep_iterations(const RepString& rep, const user_regs_struct& regs, uint64_t k);
   std::string count_mismatch(const TraceEvent& e) const {
     uint64_t seen = counter_.count(pid_);
     if (seen == e.branches) return {};
@@ -180,6 +181,20 @@ std::shared_ptr<const ReplayState> Replayer::save() const {
   return saved;
 }
 
+// k iterations of the rep string at the thread's pc, their memory written through mem_.
+bool Replayer::run_rep_iterations(const RepString& rep, const user_regs_struct& regs, uint64_t k) {
+  ProgramMemory memory{
+      [this](uint64_t addr, std::span<uint8_t> out) {
+        auto n = mem_.read(addr, out);
+        return n && *n == out.size();
+      },
+      [this](uint64_t addr, std::span<const uint8_t> in) {
+        auto n = mem_.write(addr, in);
+        return n && *n == in.size();
+      }};
+  return run_iterations(rep, regs, k, memory);
+}
+
 // A `rep movs`/`rep stos` at the signal's pc that the recording's signal interrupted halfway
 // (backend/x86/rep_string.h): its iterations up to the recorded registers are done here; regs
 // become the thread's. Unchanged when it is no such instruction or no count of iterations
@@ -195,16 +210,7 @@ void Replayer::finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::sp
   constexpr uint64_t kMostIterations = uint64_t{1} << 32;  // a trace without the rcx: tried one by one
   if (!k && !rcx_left) k = iterations_until(*rep, regs, kMostIterations, matches);
   if (!k) return;
-  ProgramMemory memory{
-      [this](uint64_t addr, std::span<uint8_t> out) {
-        auto n = mem_.read(addr, out);
-        return n && *n == out.size();
-      },
-      [this](uint64_t addr, std::span<const uint8_t> in) {
-        auto n = mem_.write(addr, in);
-        return n && *n == in.size();
-      }};
-  if (!run_iterations(*rep, regs, *k, memory)) return;
+  if (!run_rep_iterations(*rep, regs, *k)) return;
   user_regs_struct after = after_iterations(*rep, regs, *k);
   if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) == 0) regs = after;
 }
@@ -220,9 +226,20 @@ SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid, std::span<cons
   const TraceEvent* e = next();
   if (!e || e->kind != EventKind::Signal || e->args[1] != kSignalInCode) return {};
   uint64_t seen = counter_.count(pid_);
-  if (seen < e->branches) return {};
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+  if (seen < e->branches) {
+    // A rep string at the signal's pc met before its count (an earlier call, or right after
+    // the previous signal's sigreturn): the CPU finishes it without a branch. Run under the
+    // int3 one iteration a step, each would look like a taken branch; done here at once.
+    auto rep = decode_rep_string(code);
+    if (!rep || regs.rcx == 0 || !run_rep_iterations(*rep, regs, regs.rcx)) return {};
+    user_regs_struct after = after_iterations(*rep, regs, regs.rcx);
+    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) != 0) return {};
+    WatchVerdict ran;
+    ran.ran_it = true;
+    return ran;
+  }
   if (seen == e->branches && register_digest(regs) != e->args[2])
     finish_interrupted_rep(tid, regs, code, e->args[2], e->args[3]);
   if (seen == e->branches && register_digest(regs) == e->args[2]) {
