@@ -109,10 +109,10 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   }
 
  private:
-  // The event's branch count against the thread's: a divergence message, or "" when equal.
   void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
                               uint64_t rcx_left);
-  bool run_rep_iterations(const RepString& rep, const user_regs_struct& regs, uint64_t k);
+  bool run_rep(pid_t tid, const RepString& rep, user_regs_struct& regs, uint64_t k);
+  // The event's branch count against the thread's: a divergence message, or "" when equal.
   std::string count_mismatch(const TraceEvent& e) const {
     uint64_t seen = counter_.count(pid_);
     if (seen == e.branches) return {};
@@ -181,8 +181,9 @@ std::shared_ptr<const ReplayState> Replayer::save() const {
   return saved;
 }
 
-// k iterations of the rep string at the thread's pc, their memory written through mem_.
-bool Replayer::run_rep_iterations(const RepString& rep, const user_regs_struct& regs, uint64_t k) {
+// k iterations of the rep string at the thread's pc: their memory written through mem_, the
+// thread's registers (and regs) as the CPU leaves them. false: nothing changed.
+bool Replayer::run_rep(pid_t tid, const RepString& rep, user_regs_struct& regs, uint64_t k) {
   ProgramMemory memory{
       [this](uint64_t addr, std::span<uint8_t> out) {
         auto n = mem_.read(addr, out);
@@ -192,7 +193,11 @@ bool Replayer::run_rep_iterations(const RepString& rep, const user_regs_struct& 
         auto n = mem_.write(addr, in);
         return n && *n == in.size();
       }};
-  return run_iterations(rep, regs, k, memory);
+  if (!run_iterations(rep, regs, k, memory)) return false;
+  user_regs_struct after = after_iterations(rep, regs, k);
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) != 0) return false;
+  regs = after;
+  return true;
 }
 
 // A `rep movs`/`rep stos` at the signal's pc that the recording's signal interrupted halfway
@@ -209,10 +214,7 @@ void Replayer::finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::sp
     k = regs.rcx - rcx_left;
   constexpr uint64_t kMostIterations = uint64_t{1} << 32;  // a trace without the rcx: tried one by one
   if (!k && !rcx_left) k = iterations_until(*rep, regs, kMostIterations, matches);
-  if (!k) return;
-  if (!run_rep_iterations(*rep, regs, *k)) return;
-  user_regs_struct after = after_iterations(*rep, regs, *k);
-  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) == 0) regs = after;
+  if (k) (void)run_rep(tid, *rep, regs, *k);
 }
 
 // The thread is at the recorded pc, the instruction there not executed: the signal goes now
@@ -233,9 +235,7 @@ SyscallInterceptor::WatchVerdict Replayer::at_watch_pc(pid_t tid, std::span<cons
     // the previous signal's sigreturn): the CPU finishes it without a branch. Run under the
     // int3 one iteration a step, each would look like a taken branch; done here at once.
     auto rep = decode_rep_string(code);
-    if (!rep || regs.rcx == 0 || !run_rep_iterations(*rep, regs, regs.rcx)) return {};
-    user_regs_struct after = after_iterations(*rep, regs, regs.rcx);
-    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &after) != 0) return {};
+    if (!rep || regs.rcx == 0 || !run_rep(tid, *rep, regs, regs.rcx)) return {};
     WatchVerdict ran;
     ran.ran_it = true;
     return ran;
