@@ -105,6 +105,7 @@ Result<std::unique_ptr<LinuxProcess>> LinuxProcess::launch_process(const LaunchO
   auto pid = launch_traced(options);
   if (!pid) return pid.error();
   std::unique_ptr<LinuxProcess> p(new LinuxProcess(*pid, false));
+  p->tsc_trapped_ = options.trap_tsc;
   p->set_trace_options(*pid);
   p->threads_.emplace(*pid, LinuxThread{*pid});
   p->last_stop_ = p->make_event(StopKind::Signal, *pid, SIGTRAP);

@@ -356,6 +356,9 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool interrupt_requested_ = false;
   bool report_forks_ = false;
   bool report_vforks_ = false;
+  // Launched with rdtsc trapped (record/replay): a child it forks gets rdtsc back before it
+  // runs on its own, as it would have natively (the flag is inherited, and kept across exec).
+  bool tsc_trapped_ = false;
   std::vector<std::unique_ptr<LinuxProcess>> fork_children_;  // reported, not yet taken
   std::map<pid_t, LinuxThread> threads_;
   std::map<pid_t, ResumeAction> deferred_;  // waiting while a step-over runs

@@ -2,6 +2,7 @@
 // a process of its own or let go), the exec that replaces the image, and the hand-over of the
 // reported children.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -13,6 +14,7 @@
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/proc_info.h"
+#include "backend/ptrace/remote_syscall.h"
 
 namespace backend {
 
@@ -33,6 +35,11 @@ void LinuxProcess::handle_fork(LinuxThread& t, int event, pid_t child) {
     stepper_.patch_suspend(&t);  // the child runs in our memory: original code
   }
   DebugRegisters::clear_thread(child);
+  if (tsc_trapped_ && WIFSTOPPED(status)) {
+    // Runs in the child, at its pc (a vfork child's memory is ours: we are stopped meanwhile).
+    auto on = patch::inject_syscall(child, child, ProcMemory(child), SYS_prctl, {PR_SET_TSC, PR_TSC_ENABLE});
+    if (!on || *on != 0) log("child {}: rdtsc stays trapped (prctl failed)", child);
+  }
   bool tell = event == PTRACE_EVENT_FORK ? report_forks_ : report_vforks_;
   log("thread {}: {} child {}{}", t.tid, event == PTRACE_EVENT_FORK ? "fork" : "vfork", child,
       tell && WIFSTOPPED(status) ? ", reported" : ", let go");

@@ -153,7 +153,11 @@ bool Recorder::on_entry(const user_regs_struct& regs) {
   e.nr = static_cast<int64_t>(regs.orig_rax);
   uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
   std::copy(args, args + 6, e.args);
-  auto policy = syscall_policy(e.nr, e.args, pid_);
+  MemoryReader reader = [&](uint64_t addr, void* out, size_t size) {
+    auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
+    return n && *n == size;
+  };
+  auto policy = syscall_policy(e.nr, e.args, pid_, &reader);
   if (policy.as == ReplayAs::Refuse)
     return refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), regs.rip,
                               events_.size(), policy.why));
@@ -183,6 +187,8 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
     auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
     return n && *n == size;
   };
+  if (auto why = unreplayable_result(e.nr, e.args, e.result, reader); !why.empty())
+    return refuse(fmt::format("{} (at pc {:#x}, event {})", why, e.pc, events_.size()));
   for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
     std::vector<uint8_t> bytes(r.length);
     if (!reader(r.addr, bytes.data(), bytes.size()))

@@ -174,7 +174,7 @@ class ReplayProcess final : public Process {
     vfork_ = vfork;
     timeline_.process().set_fork_reporting(fork, vfork);
   }
-  std::vector<std::unique_ptr<Process>> take_fork_children() override { return {}; }  // record refuses forks
+  std::vector<std::unique_ptr<Process>> take_fork_children() override { return {}; }  // the replay makes no child
   void pause() override { timeline_.process().pause(); }
 
   BranchTracer& tracer() override { return tracer_; }

@@ -302,6 +302,26 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
       changed.rdx = O_RDONLY | (regs.rdx & O_CLOEXEC);
       break;
     }
+    case ReplayAs::Placeholder: {
+      if (e->result < 0) {
+        as_ = ReplayAs::Emulate;
+        skip(tid);
+        break;
+      }
+      // openat(AT_FDCWD, "/dev/null", O_RDONLY) instead: the kernel gives it the lowest free
+      // number, the recorded one when the replay is on its path.
+      static constexpr char kNull[] = "/dev/null";
+      scratch_ = (regs.rsp - 4096 - sizeof kNull) & ~uint64_t{15};
+      scratch_saved_.assign(sizeof kNull, 0);
+      (void)mem_.read(scratch_, scratch_saved_);
+      (void)mem_.write(scratch_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kNull), sizeof kNull));
+      changed.orig_rax = SYS_openat;
+      changed.rdi = static_cast<uint64_t>(AT_FDCWD);
+      changed.rsi = scratch_;
+      changed.rdx = O_RDONLY;
+      changed.r10 = 0;
+      break;
+    }
     case ReplayAs::SignalSelf:
       changed.rdi = static_cast<uint64_t>(pid_);
       if (nr == SYS_tgkill) changed.rsi = static_cast<uint64_t>(pid_);
@@ -313,7 +333,8 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
     default:
       break;
   }
-  if (as_ == ReplayAs::OpenFile || as_ == ReplayAs::SignalSelf) ::ptrace(PTRACE_SETREGS, tid, nullptr, &changed);
+  if (as_ == ReplayAs::OpenFile || as_ == ReplayAs::Placeholder || as_ == ReplayAs::SignalSelf)
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &changed);
   if (nr == SYS_exit || nr == SYS_exit_group) {  // no exit stop follows
     ++cursor_;
     current_ = nullptr;
@@ -346,6 +367,7 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
       out.rax = static_cast<uint64_t>(e->result);
       break;
     case ReplayAs::OpenFile:
+    case ReplayAs::Placeholder:
       (void)mem_.write(scratch_, scratch_saved_);
       [[fallthrough]];
     case ReplayAs::Execute:

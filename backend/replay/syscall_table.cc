@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -116,6 +118,81 @@ const std::map<long, Entry>& table() {
       // numbered as recorded; what goes through it is emulated.
       {SYS_socket, {"socket", 3, R::Execute}},
       {SYS_connect, {"connect", 3, R::Emulate}},
+      // Child processes (gdb.reverse's waitpid-reverse, system(), popen()): the child runs
+      // unrecorded (syscall_policy says which clones), the parent gets its pid back in the replay,
+      // which makes none; what the parent learns of it (wait status, SIGCHLD) is recorded.
+      {SYS_fork, {"fork", 0, R::Emulate}},
+      {SYS_vfork, {"vfork", 0, R::Emulate}},
+      {SYS_clone, {"clone", 5, R::Emulate}},
+      {SYS_clone3, {"clone3", 2, R::Emulate}},
+      {SYS_wait4, {"wait4", 4, R::Emulate}},
+      {SYS_waitid, {"waitid", 5, R::Emulate}},
+      {SYS_getresuid, {"getresuid", 3, R::Emulate}},
+      {SYS_getresgid, {"getresgid", 3, R::Emulate}},
+      // A local socket pair is made again (descriptors numbered as recorded); what goes through
+      // a socket is emulated.
+      {SYS_socketpair, {"socketpair", 4, R::Execute}},
+      {SYS_sendto, {"sendto", 6, R::Emulate}},
+      {SYS_recvfrom, {"recvfrom", 6, R::Emulate}},
+      {SYS_sendmsg, {"sendmsg", 3, R::Emulate}},
+      {SYS_recvmsg, {"recvmsg", 3, R::Emulate}},
+      {SYS_shutdown, {"shutdown", 2, R::Emulate}},
+      {SYS_bind, {"bind", 3, R::Emulate}},
+      {SYS_listen, {"listen", 2, R::Emulate}},
+      {SYS_getsockname, {"getsockname", 3, R::Emulate}},
+      {SYS_getpeername, {"getpeername", 3, R::Emulate}},
+      {SYS_setsockopt, {"setsockopt", 5, R::Emulate}},
+      {SYS_getsockopt, {"getsockopt", 5, R::Emulate}},
+      // Changes to files and directories: made when recorded, not again in the replay (whose
+      // opens read the trace's copies or /dev/null, and whose writes are emulated).
+      {SYS_creat, {"creat", 2, R::Placeholder}},
+      {SYS_rename, {"rename", 2, R::Emulate}},
+      {SYS_renameat, {"renameat", 4, R::Emulate}},
+      {SYS_renameat2, {"renameat2", 5, R::Emulate}},
+      {SYS_unlink, {"unlink", 1, R::Emulate}},
+      {SYS_unlinkat, {"unlinkat", 3, R::Emulate}},
+      {SYS_mkdir, {"mkdir", 2, R::Emulate}},
+      {SYS_mkdirat, {"mkdirat", 3, R::Emulate}},
+      {SYS_rmdir, {"rmdir", 1, R::Emulate}},
+      {SYS_link, {"link", 2, R::Emulate}},
+      {SYS_linkat, {"linkat", 5, R::Emulate}},
+      {SYS_symlink, {"symlink", 2, R::Emulate}},
+      {SYS_symlinkat, {"symlinkat", 3, R::Emulate}},
+      {SYS_chdir, {"chdir", 1, R::Emulate}},
+      {SYS_fchdir, {"fchdir", 1, R::Emulate}},
+      {SYS_chmod, {"chmod", 2, R::Emulate}},
+      {SYS_fchmod, {"fchmod", 2, R::Emulate}},
+      {SYS_fchmodat, {"fchmodat", 3, R::Emulate}},
+      {SYS_chown, {"chown", 3, R::Emulate}},
+      {SYS_fchown, {"fchown", 3, R::Emulate}},
+      {SYS_lchown, {"lchown", 3, R::Emulate}},
+      {SYS_fchownat, {"fchownat", 5, R::Emulate}},
+      {SYS_utimensat, {"utimensat", 4, R::Emulate}},
+      {SYS_truncate, {"truncate", 2, R::Emulate}},
+      {SYS_ftruncate, {"ftruncate", 2, R::Emulate}},
+      {SYS_fsync, {"fsync", 1, R::Emulate}},
+      {SYS_fdatasync, {"fdatasync", 1, R::Emulate}},
+      {SYS_flock, {"flock", 2, R::Emulate}},
+      // Descriptors made as placeholders in the replay (ReplayAs::Placeholder), their use emulated.
+      {SYS_accept, {"accept", 3, R::Placeholder}},
+      {SYS_accept4, {"accept4", 4, R::Placeholder}},
+      {SYS_eventfd, {"eventfd", 1, R::Placeholder}},
+      {SYS_eventfd2, {"eventfd2", 2, R::Placeholder}},
+      {SYS_timerfd_create, {"timerfd_create", 2, R::Placeholder}},
+      {SYS_timerfd_settime, {"timerfd_settime", 4, R::Emulate}},
+      {SYS_timerfd_gettime, {"timerfd_gettime", 2, R::Emulate}},
+      {SYS_epoll_create, {"epoll_create", 1, R::Placeholder}},
+      {SYS_epoll_create1, {"epoll_create1", 1, R::Placeholder}},
+      {SYS_epoll_ctl, {"epoll_ctl", 4, R::Emulate}},
+      {SYS_epoll_wait, {"epoll_wait", 4, R::Emulate}},
+      {SYS_epoll_pwait, {"epoll_pwait", 6, R::Emulate}},
+      {SYS_inotify_init1, {"inotify_init1", 1, R::Placeholder}},
+      {SYS_inotify_add_watch, {"inotify_add_watch", 3, R::Emulate}},
+      {SYS_inotify_rm_watch, {"inotify_rm_watch", 2, R::Emulate}},
+      {SYS_sendmmsg, {"sendmmsg", 4, R::Emulate}},
+      {SYS_select, {"select", 5, R::Emulate}},
+      {SYS_pselect6, {"pselect6", 6, R::Emulate}},
+      {SYS_ppoll, {"ppoll", 5, R::Emulate}},
   };
   return t;
 }
@@ -123,22 +200,48 @@ const std::map<long, Entry>& table() {
 // Names of what is refused, for the message.
 const std::map<long, const char*>& refused_names() {
   static const std::map<long, const char*> t = {
-      {SYS_open, "open"}, {SYS_clone, "clone"}, {SYS_clone3, "clone3"}, {SYS_fork, "fork"},
-      {SYS_vfork, "vfork"}, {SYS_execve, "execve"}, {SYS_execveat, "execveat"}, {SYS_accept, "accept"},
-      {SYS_io_uring_setup, "io_uring_setup"},
-      {SYS_io_setup, "io_setup"}, {SYS_ptrace, "ptrace"}, {SYS_prctl, "prctl"}, {SYS_select, "select"},
-      {SYS_pselect6, "pselect6"}, {SYS_ppoll, "ppoll"}, {SYS_epoll_create1, "epoll_create1"},
-      {SYS_epoll_wait, "epoll_wait"}, {SYS_wait4, "wait4"}, {SYS_memfd_create, "memfd_create"},
-      {SYS_eventfd2, "eventfd2"}, {SYS_timerfd_create, "timerfd_create"}, {SYS_shmget, "shmget"},
-      {SYS_shmat, "shmat"}, {SYS_creat, "creat"}, {SYS_rename, "rename"}, {SYS_unlink, "unlink"},
-      {SYS_mkdir, "mkdir"}, {SYS_chdir, "chdir"}, {SYS_ftruncate, "ftruncate"}, {SYS_fsync, "fsync"},
-      {SYS_sendfile, "sendfile"}, {SYS_getdents, "getdents"}, {SYS_sched_setaffinity, "sched_setaffinity"},
+      {SYS_open, "open"}, {SYS_execve, "execve"}, {SYS_execveat, "execveat"},
+      {SYS_io_uring_setup, "io_uring_setup"}, {SYS_recvmmsg, "recvmmsg"},
+      {SYS_io_setup, "io_setup"}, {SYS_ptrace, "ptrace"}, {SYS_prctl, "prctl"},
+      {SYS_memfd_create, "memfd_create"}, {SYS_signalfd4, "signalfd4"}, {SYS_shmget, "shmget"},
+      {SYS_shmat, "shmat"}, {SYS_sendfile, "sendfile"}, {SYS_getdents, "getdents"}, {SYS_sched_setaffinity, "sched_setaffinity"},
   };
   return t;
 }
 
 constexpr uint64_t kStatSize = 144, kStatxSize = 256, kTimespec = 16, kUtsname = 390, kTermios = 36;
 constexpr uint64_t kStatfsSize = 120;  // struct statfs
+constexpr uint64_t kRusage = 144, kSiginfo = 128;
+
+// clone's flags (linux/sched.h). The exit signal is clone's low byte (clone3 has a field).
+constexpr uint64_t kCloneSignalMask = 0xff;
+constexpr uint64_t kCloneVm = 0x100, kCloneVfork = 0x4000, kCloneThread = 0x10000, kCloneSettls = 0x80000,
+                   kCloneParentSettid = 0x100000, kCloneChildCleartid = 0x200000, kCloneChildSettid = 0x01000000;
+
+// Why a clone with these flags cannot be recorded, "" when it can: a child process (fork,
+// vfork, posix_spawn's CLONE_VM|CLONE_VFORK) runs unrecorded and the parent's side replays.
+// Threads, shared descriptor tables, file systems or signal handlers, namespaces, pidfds and
+// untraced children (which would keep the recording's patched code) are refused.
+std::string clone_refusal(uint64_t flags) {
+  if (flags & kCloneThread) return "threads are not supported by record yet (slice 3)";
+  if ((flags & kCloneVm) && !(flags & kCloneVfork))
+    return "a child sharing the program's memory while it runs (CLONE_VM without CLONE_VFORK) is not supported by record yet";
+  constexpr uint64_t allowed = kCloneVm | kCloneVfork | kCloneSettls | kCloneParentSettid | kCloneChildCleartid |
+                               kCloneChildSettid;
+  if (flags & ~allowed) return fmt::format("clone flags {:#x} are not supported by record yet", flags & ~allowed);
+  return {};
+}
+
+// The bytes an ioctl request writes at its third argument; nullopt: not in the table.
+std::optional<uint64_t> ioctl_write_size(unsigned long request) {
+  switch (request) {
+    case 0x5401: return kTermios;                      // TCGETS
+    case 0x5413: return 8;                             // TIOCGWINSZ
+    case 0x541b: case 0x540f: return 4;                // FIONREAD, TIOCGPGRP
+    case 0x5402: case 0x5403: case 0x5404: return 0;   // TCSETS, TCSETSW, TCSETSF: terminal settings
+    default: return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -153,28 +256,49 @@ int syscall_arg_count(long nr) {
   return it == table().end() ? 6 : it->second.args;
 }
 
-SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self) {
+SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, const MemoryReader* read) {
   auto refuse = [&](std::string why) { return SyscallPolicy{ReplayAs::Refuse, std::move(why)}; };
   switch (nr) {
-    case SYS_clone: case SYS_clone3: case SYS_fork: case SYS_vfork:
-      return refuse(fmt::format("{}: threads and child processes are not supported by record yet (slice 1 "
-                                "records single-threaded programs)", syscall_name(nr)));
+    case SYS_clone: case SYS_clone3: {
+      uint64_t flags = args[0];
+      if (nr == SYS_clone3) {
+        if (!read) break;  // the replay: the recording checked them
+        uint64_t ca[10] = {};  // struct clone_args up to set_tid_size
+        size_t size = std::min<uint64_t>(args[1], sizeof ca);
+        if (size < 64 || !(*read)(args[0], ca, size)) return refuse("clone3: its clone_args could not be read");
+        flags = ca[0];
+        if (size >= 80 && ca[9] != 0) return refuse("clone3 with set_tid: not supported by record yet");
+      } else {
+        flags &= ~uint64_t{kCloneSignalMask};
+      }
+      if (auto why = clone_refusal(flags); !why.empty()) return refuse(fmt::format("{}: {}", syscall_name(nr), why));
+      break;
+    }
     case SYS_execve: case SYS_execveat:
       return refuse(fmt::format("{}: a program that runs another program is not supported by record yet",
                                 syscall_name(nr)));
-    case SYS_kill: case SYS_tkill:
-      if (static_cast<int64_t>(args[0]) != self)
-        return refuse(fmt::format("{} to another process ({}): only signals to itself can be replayed",
-                                  syscall_name(nr), static_cast<int64_t>(args[0])));
-      break;
+    case SYS_kill: case SYS_tkill: {
+      // To itself: sent again in the replay. To another process (a child it made, which the
+      // replay does not have): not sent again, the recorded result given back. To a process
+      // group or everyone: both at once, which the replay cannot split.
+      auto target = static_cast<int64_t>(args[0]);
+      if (target == self) break;
+      if (target > 0) return {ReplayAs::Emulate, {}};
+      return refuse(fmt::format("{} to process group or all processes ({}): not supported by record yet",
+                                syscall_name(nr), target));
+    }
     case SYS_tgkill:
-      if (static_cast<int64_t>(args[0]) != self || static_cast<int64_t>(args[1]) != self)
-        return refuse("tgkill to another process or thread: only signals to itself can be replayed");
+      if (static_cast<int64_t>(args[0]) == self && static_cast<int64_t>(args[1]) == self) break;
+      if (static_cast<int64_t>(args[0]) != self && static_cast<int64_t>(args[0]) > 0) return {ReplayAs::Emulate, {}};
+      return refuse("tgkill to another thread of the program: threads are not supported by record yet");
+    case SYS_socketpair:
+      if (args[0] != 1 /*AF_UNIX*/)
+        return refuse(fmt::format("socketpair of family {}: only local sockets are supported by record yet", args[0]));
       break;
     case SYS_ioctl: {
-      // Terminal queries only (isatty, the window size): they write a known struct.
+      // Terminal queries and settings, bytes waiting: a known struct written, or nothing.
       unsigned long request = args[1];
-      if (request != 0x5401 /*TCGETS*/ && request != 0x5413 /*TIOCGWINSZ*/)
+      if (!ioctl_write_size(request))
         return refuse(fmt::format("ioctl request {:#x}: its memory effects are not in the table", request));
       break;
     }
@@ -195,8 +319,9 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self) {
     case SYS_futex:
       break;  // single-threaded: nobody else waits or wakes
     case SYS_socket:
-      if (args[0] != 1 /*AF_UNIX*/)
-        return refuse(fmt::format("socket of family {}: only local sockets are supported by record yet", args[0]));
+      // A local socket is made again (glibc's nscd lookup connects it); another family's
+      // (network, netlink) is a placeholder: nothing it would send or receive is in the replay.
+      if (args[0] != 1 /*AF_UNIX*/) return {ReplayAs::Placeholder, {}};
       break;
     default:
       break;
@@ -244,7 +369,7 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     case SYS_time: add(args[0], 8); break;
     case SYS_uname: add(args[0], kUtsname); break;
     case SYS_poll: add(args[0], args[1] * 8); break;
-    case SYS_ioctl: add(args[2], args[1] == 0x5401 ? kTermios : 8); break;
+    case SYS_ioctl: add(args[2], ioctl_write_size(args[1]).value_or(0)); break;
     case SYS_getitimer: add(args[1], 32); break;
     case SYS_setitimer: add(args[2], 32); break;
     case SYS_getrlimit: case SYS_getrusage: add(args[1], nr == SYS_getrlimit ? 16 : 144); break;
@@ -260,9 +385,108 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     // dispositions and masks may differ where the replay runs).
     case SYS_rt_sigaction: add(args[2], 24 + args[3]); break;  // handler, flags, restorer, mask
     case SYS_rt_sigprocmask: add(args[2], args[3]); break;
+    case SYS_wait4:
+      if (r > 0) {  // 0: WNOHANG and no child changed state, nothing written
+        add(args[1], 4);
+        add(args[3], kRusage);
+      }
+      break;
+    case SYS_waitid: add(args[2], kSiginfo); add(args[4], kRusage); break;
+    case SYS_getresuid: case SYS_getresgid: add(args[0], 4); add(args[1], 4); add(args[2], 4); break;
+    case SYS_socketpair: add(args[3], 8); break;
+    case SYS_clone: case SYS_clone3: {
+      // The kernel writes the child's tid into the parent (CLONE_PARENT_SETTID), and into a
+      // vfork child's memory, which is the parent's (CLONE_CHILD_SETTID; CLONE_CHILD_CLEARTID's
+      // 0 when it execs or exits, before the parent goes on).
+      uint64_t flags = args[0], parent_tid = args[2], child_tid = args[3];
+      if (nr == SYS_clone3) {
+        uint64_t ca[4] = {};
+        if (args[1] < sizeof ca || !read(args[0], ca, sizeof ca)) break;
+        flags = ca[0];
+        child_tid = ca[2];
+        parent_tid = ca[3];
+      }
+      if (flags & kCloneParentSettid) add(parent_tid, 4);
+      if ((flags & kCloneVm) && (flags & (kCloneChildSettid | kCloneChildCleartid))) add(child_tid, 4);
+      break;
+    }
+    case SYS_recvfrom: {
+      add(args[1], r);
+      uint32_t len = 0;  // the source address's length, as the kernel left it
+      if (args[4] && args[5] && read(args[5], &len, 4)) {
+        add(args[4], len);
+        add(args[5], 4);
+      }
+      break;
+    }
+    case SYS_epoll_wait: case SYS_epoll_pwait: add(args[1], r * 12); break;  // struct epoll_event, packed
+    case SYS_timerfd_settime: add(args[3], 32); break;                       // the old itimerspec
+    case SYS_timerfd_gettime: add(args[1], 32); break;
+    case SYS_sendmmsg:  // each sent message's msg_len (struct mmsghdr: a msghdr, then a u32)
+      for (uint64_t i = 0; i < r; ++i) add(args[1] + 64 * i + 56, 4);
+      break;
+    case SYS_getsockname: case SYS_getpeername: case SYS_getsockopt: case SYS_accept: case SYS_accept4: {
+      // (fd, addr, len*) or (fd, level, name, value, len*): the value and its length.
+      uint64_t value = nr == SYS_getsockopt ? args[3] : args[1], len_at = nr == SYS_getsockopt ? args[4] : args[2];
+      uint32_t len = 0;
+      if (len_at && read(len_at, &len, 4)) {
+        add(value, len);
+        add(len_at, 4);
+      }
+      break;
+    }
+    case SYS_recvmsg: {
+      // struct msghdr: name, namelen (u32), iov, iovlen, control, controllen, flags (int).
+      uint64_t m[7] = {};
+      if (!read(args[1], m, sizeof m)) break;
+      uint64_t left = r;
+      for (uint64_t i = 0; i < m[3] && left > 0; ++i) {
+        uint64_t iov[2];
+        if (!read(m[2] + 16 * i, iov, sizeof iov)) break;
+        uint64_t n = std::min(iov[1], left);
+        add(iov[0], n);
+        left -= n;
+      }
+      add(m[0], m[1] & 0xffffffffu);
+      add(m[4], m[5]);
+      add(args[1] + 8, 4);   // namelen
+      add(args[1] + 40, 8);  // controllen
+      add(args[1] + 48, 4);  // flags
+      break;
+    }
+    case SYS_select: case SYS_pselect6: {
+      // The three descriptor sets (nfds bits, in longs), and the time left.
+      uint64_t set = (args[0] + 63) / 64 * 8;
+      add(args[1], set);
+      add(args[2], set);
+      add(args[3], set);
+      add(args[4], 16);
+      break;
+    }
+    case SYS_ppoll: add(args[0], args[1] * 8); add(args[2], kTimespec); break;
     default: break;  // writes nothing (or is run again in replay, which writes it)
   }
   return out;
+}
+
+std::string unreplayable_result(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read) {
+  if (nr != SYS_recvmsg || result < 0) return {};
+  // Descriptors passed over the socket (SCM_RIGHTS) are new descriptors in the program: the
+  // replay, which receives nothing, would not have them.
+  uint64_t m[7] = {};
+  if (!read(args[1], m, sizeof m)) return "recvmsg: its msghdr could not be read";
+  uint64_t control = m[4], length = m[5];
+  for (uint64_t at = 0; at + 16 <= length;) {
+    uint64_t cmsg_len = 0;
+    int32_t level_type[2] = {};
+    if (!read(control + at, &cmsg_len, 8) || !read(control + at + 8, level_type, 8))
+      return "recvmsg: its control messages could not be read";
+    if (level_type[0] == 1 /*SOL_SOCKET*/ && level_type[1] == 1 /*SCM_RIGHTS*/)
+      return "recvmsg received file descriptors (SCM_RIGHTS): not supported by record yet";
+    if (cmsg_len < 16) break;
+    at += (cmsg_len + 7) & ~uint64_t{7};
+  }
+  return {};
 }
 
 }  // namespace backend::replay

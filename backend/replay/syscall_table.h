@@ -18,6 +18,9 @@ enum class ReplayAs {
   OpenFile,       // openat: replaced by an open of the trace's copy (a mapped file) or of
                   // /dev/null, so file descriptors stay numbered as recorded
   SignalSelf,     // kill/tgkill/tkill to the program itself: run again, the pid made the replay's
+  Placeholder,    // makes a descriptor the replay cannot make alike (a network socket, an accepted
+                  // connection, an eventfd, an epoll set...): replaced by an open of /dev/null, so
+                  // descriptors stay numbered as recorded; what is done with it is emulated
   Refuse,         // not supported in this slice: the recording stops with `why`
 };
 
@@ -29,9 +32,6 @@ struct SyscallPolicy {
 // The name of a syscall ("read"), or "syscall N" for one this table does not name.
 std::string syscall_name(long nr);
 
-// How syscall nr with these arguments is recorded and replayed. `self` is the recorded
-// process's pid (kill/tgkill to anyone else is refused).
-SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self);
 
 // How many arguments nr takes (the ones the replay compares), 6 if unknown.
 int syscall_arg_count(long nr);
@@ -42,7 +42,17 @@ struct Range {
 };
 // Reads the program's memory (iovec arrays, struct pointers); false if it could not.
 using MemoryReader = std::function<bool(uint64_t addr, void* out, size_t size)>;
+
+// How syscall nr with these arguments is recorded and replayed. `self` is the recorded
+// process's pid (a signal to itself is sent again in the replay; to another process, emulated).
+// `read`: the program's memory at the entry, for calls whose flags lie there (clone3); without
+// it (the replay, which follows what the recording accepted) they are not looked at.
+SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, const MemoryReader* read = nullptr);
 // The memory syscall nr wrote into the program, from its arguments and result.
 std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read);
+
+// Why a call that completed did something a replay cannot give back (descriptors received
+// over a socket), or "" when it can be replayed. Read at the call's return.
+std::string unreplayable_result(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read);
 
 }  // namespace backend::replay

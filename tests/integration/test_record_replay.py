@@ -150,7 +150,7 @@ def test_divergence_is_reported_with_event_and_values(procs, tmp_path, input_fil
 
 
 @pytest.mark.parametrize("mode,words", [
-    ("thread", r"refused: the program called clone3? .*threads and child processes are not supported"),
+    ("thread", r"refused: the program called clone3? .*threads are not supported by record yet"),
 ])
 def test_unsupported_programs_are_refused(tmp_path, input_file, mode, words):
     p, trace = record(tmp_path, str(input_file), mode)

@@ -1,4 +1,5 @@
 // The record/replay trace format (header text, event records, the directory) and the syscall table.
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "backend/host/cpu_id.h"
 #include "backend/replay/register_digest.h"
@@ -245,14 +247,49 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   CHECK(syscall_policy(SYS_mmap, none, 1).as == ReplayAs::Execute);
   CHECK(syscall_policy(SYS_openat, none, 1).as == ReplayAs::OpenFile);
   CHECK(syscall_policy(SYS_set_tid_address, none, 1).as == ReplayAs::ExecuteAnyResult);
-  auto clone = syscall_policy(SYS_clone, none, 1);
+  // Child processes: fork, vfork, posix_spawn's CLONE_VM|CLONE_VFORK (the child unrecorded).
+  CHECK(syscall_policy(SYS_fork, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_vfork, none, 1).as == ReplayAs::Emulate);
+  uint64_t glibc_fork[6] = {0x01200000 | SIGCHLD, 0, 0, 0x7000, 0};
+  CHECK(syscall_policy(SYS_clone, glibc_fork, 1).as == ReplayAs::Emulate);
+  uint64_t spawn[6] = {0x100 | 0x4000 | SIGCHLD, 0x9000};
+  CHECK(syscall_policy(SYS_clone, spawn, 1).as == ReplayAs::Emulate);
+  uint64_t thread_flags[6] = {0x3d0f00, 0x9000};  // pthread_create's
+  auto clone = syscall_policy(SYS_clone, thread_flags, 1);
   CHECK(clone.as == ReplayAs::Refuse);
   CHECK(clone.why.find("clone") != std::string::npos);
-  CHECK(clone.why.find("thread") != std::string::npos);
+  CHECK(clone.why.find("threads") != std::string::npos);
+  uint64_t shared_vm[6] = {0x100 | SIGCHLD};
+  CHECK(syscall_policy(SYS_clone, shared_vm, 1).why.find("CLONE_VM without CLONE_VFORK") != std::string::npos);
+  uint64_t untraced[6] = {0x800000 | SIGCHLD};
+  CHECK(syscall_policy(SYS_clone, untraced, 1).why.find("0x800000") != std::string::npos);
+  // clone3: its flags are in memory (the recorder reads them; the replay follows the recording).
+  uint64_t clone_args[11] = {0x100 | 0x4000, 0, 0, 0, SIGCHLD, 0x9000, 0x10000};
+  MemoryReader args_at = [&](uint64_t addr, void* out, size_t size) {
+    if (addr != 0x4000 || size > sizeof clone_args) return false;
+    std::memcpy(out, clone_args, size);
+    return true;
+  };
+  uint64_t c3[6] = {0x4000, 88};
+  CHECK(syscall_policy(SYS_clone3, c3, 1, &args_at).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_clone3, c3, 1).as == ReplayAs::Emulate);
+  clone_args[0] = 0x3d0f00;
+  CHECK(syscall_policy(SYS_clone3, c3, 1, &args_at).why.find("threads") != std::string::npos);
+  clone_args[0] = 0;
+  clone_args[9] = 1;  // set_tid_size
+  CHECK(syscall_policy(SYS_clone3, c3, 1, &args_at).as == ReplayAs::Refuse);
+  uint64_t unreadable[6] = {0x5000, 88};
+  CHECK(syscall_policy(SYS_clone3, unreadable, 1, &args_at).as == ReplayAs::Refuse);
+  CHECK(syscall_policy(SYS_wait4, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_getresuid, none, 1).as == ReplayAs::Emulate);
+  uint64_t unix_pair[6] = {1, 1, 0, 0x3000};
+  CHECK(syscall_policy(SYS_socketpair, unix_pair, 1).as == ReplayAs::Execute);
+  uint64_t inet_pair[6] = {2, 1, 0, 0x3000};
+  CHECK(syscall_policy(SYS_socketpair, inet_pair, 1).as == ReplayAs::Refuse);
   CHECK(syscall_policy(SYS_execve, none, 1).as == ReplayAs::Refuse);
-  auto unknown = syscall_policy(SYS_accept, none, 1);
+  auto unknown = syscall_policy(SYS_ptrace, none, 1);
   CHECK(unknown.as == ReplayAs::Refuse);
-  CHECK(unknown.why.find("accept") != std::string::npos);
+  CHECK(unknown.why.find("ptrace") != std::string::npos);
   // ls -l and gzip -c: emulated; a local socket made again, any other refused.
   CHECK(syscall_policy(SYS_statfs, none, 1).as == ReplayAs::Emulate);
   CHECK(syscall_policy(SYS_lgetxattr, none, 1).as == ReplayAs::Emulate);
@@ -261,17 +298,35 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   CHECK(syscall_policy(SYS_connect, none, 1).as == ReplayAs::Emulate);
   uint64_t unix_socket[6] = {1, 0x80801, 0};
   CHECK(syscall_policy(SYS_socket, unix_socket, 1).as == ReplayAs::Execute);
+  // Descriptors the replay cannot make alike: /dev/null placeholders, their use emulated.
   uint64_t inet_socket[6] = {2, 1, 0};
-  auto inet = syscall_policy(SYS_socket, inet_socket, 1);
-  CHECK(inet.as == ReplayAs::Refuse);
-  CHECK(inet.why.find("local sockets") != std::string::npos);
+  CHECK(syscall_policy(SYS_socket, inet_socket, 1).as == ReplayAs::Placeholder);
+  CHECK(syscall_policy(SYS_accept4, none, 1).as == ReplayAs::Placeholder);
+  CHECK(syscall_policy(SYS_epoll_create1, none, 1).as == ReplayAs::Placeholder);
+  CHECK(syscall_policy(SYS_eventfd2, none, 1).as == ReplayAs::Placeholder);
+  CHECK(syscall_policy(SYS_timerfd_create, none, 1).as == ReplayAs::Placeholder);
+  CHECK(syscall_policy(SYS_epoll_wait, none, 1).as == ReplayAs::Emulate);
+  CHECK(syscall_policy(SYS_recvmmsg, none, 1).as == ReplayAs::Refuse);
+  CHECK(syscall_name(SYS_recvmmsg) == "recvmmsg");
   CHECK(syscall_name(SYS_lgetxattr) == "lgetxattr");
   CHECK(syscall_policy(999, none, 1).why.find("syscall 999") != std::string::npos);
   uint64_t self_kill[6] = {77, 10};
   CHECK(syscall_policy(SYS_kill, self_kill, 77).as == ReplayAs::SignalSelf);
-  CHECK(syscall_policy(SYS_kill, self_kill, 78).as == ReplayAs::Refuse);
+  CHECK(syscall_policy(SYS_kill, self_kill, 78).as == ReplayAs::Emulate);  // a child: not sent again
+  uint64_t group_kill[6] = {0, 15};
+  CHECK(syscall_policy(SYS_kill, group_kill, 78).as == ReplayAs::Refuse);
+  uint64_t everyone[6] = {static_cast<uint64_t>(-1), 15};
+  CHECK(syscall_policy(SYS_kill, everyone, 78).as == ReplayAs::Refuse);
+  uint64_t own_thread[6] = {78, 79, 15};
+  CHECK(syscall_policy(SYS_tgkill, own_thread, 78).as == ReplayAs::Refuse);
+  uint64_t other_process[6] = {90, 90, 15};
+  CHECK(syscall_policy(SYS_tgkill, other_process, 78).as == ReplayAs::Emulate);
   uint64_t tcgets[6] = {1, 0x5401, 0x1000};
   CHECK(syscall_policy(SYS_ioctl, tcgets, 1).as == ReplayAs::Emulate);
+  uint64_t tcsetsw[6] = {0, 0x5403, 0x1000};
+  CHECK(syscall_policy(SYS_ioctl, tcsetsw, 1).as == ReplayAs::Emulate);
+  uint64_t fionread[6] = {0, 0x541b, 0x1000};
+  CHECK(syscall_policy(SYS_ioctl, fionread, 1).as == ReplayAs::Emulate);
   uint64_t other_ioctl[6] = {1, 0x1234, 0x1000};
   CHECK(syscall_policy(SYS_ioctl, other_ioctl, 1).as == ReplayAs::Refuse);
   uint64_t shared_write[6] = {0, 4096, 3, 1, 3, 0};
@@ -345,6 +400,135 @@ TEST_CASE("syscall table: memory of the rows ls -l and gzip -c need") {
   CHECK(w[0].length == 8);
   uint64_t adv[6] = {3, 0, 0, 2};
   CHECK(written_ranges(SYS_fadvise64, adv, 0, no_read).empty());
+}
+
+
+namespace {
+// A little program memory for the readers: [base, base + bytes.size()).
+struct FakeMemory {
+  uint64_t base = 0x10000;
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(0x4000);
+  template <typename T>
+  void put(uint64_t addr, T value) {
+    REQUIRE((addr >= base && addr + sizeof value <= base + bytes.size()));
+    std::memcpy(bytes.data() + (addr - base), &value, sizeof value);
+  }
+  MemoryReader reader() {
+    return [this](uint64_t addr, void* out, size_t size) {
+      if (addr < base || addr + size > base + bytes.size()) return false;
+      std::memcpy(out, bytes.data() + (addr - base), size);
+      return true;
+    };
+  }
+};
+}  // namespace
+
+TEST_CASE("syscall table: what child processes, sockets and waits write") {
+  FakeMemory m;
+  auto read = m.reader();
+  // recvmsg(fd, msg, 0) = 20 into two iovecs of 8 and 64: 8 + 12 bytes, the name, the control
+  // data, and the three fields the kernel updates.
+  uint64_t msg = 0x10000, iov = 0x10100;
+  m.put(msg + 0, uint64_t{0x10200});  // name
+  m.put(msg + 8, uint32_t{16});       // namelen as left
+  m.put(msg + 16, iov);
+  m.put(msg + 24, uint64_t{2});
+  m.put(msg + 32, uint64_t{0x10300});  // control
+  m.put(msg + 40, uint64_t{24});       // controllen as left
+  m.put(iov + 0, uint64_t{0x10400});
+  m.put(iov + 8, uint64_t{8});
+  m.put(iov + 16, uint64_t{0x10500});
+  m.put(iov + 24, uint64_t{64});
+  uint64_t rm[6] = {3, msg, 0};
+  auto w = written_ranges(SYS_recvmsg, rm, 20, read);
+  REQUIRE(w.size() == 7);
+  CHECK((w[0].addr == 0x10400 && w[0].length == 8));
+  CHECK((w[1].addr == 0x10500 && w[1].length == 12));
+  CHECK((w[2].addr == 0x10200 && w[2].length == 16));
+  CHECK((w[3].addr == 0x10300 && w[3].length == 24));
+  CHECK((w[4].addr == msg + 8 && w[4].length == 4));
+  CHECK((w[5].addr == msg + 40 && w[5].length == 8));
+  CHECK((w[6].addr == msg + 48 && w[6].length == 4));
+  CHECK(written_ranges(SYS_recvmsg, rm, -11, read).empty());
+  // Control data: credentials can be replayed, descriptors (SCM_RIGHTS) cannot.
+  m.put(0x10300, uint64_t{24});
+  m.put(0x10308, int32_t{1});  // SOL_SOCKET
+  m.put(0x1030c, int32_t{2});  // SCM_CREDENTIALS
+  CHECK(unreplayable_result(SYS_recvmsg, rm, 20, read).empty());
+  m.put(0x1030c, int32_t{1});  // SCM_RIGHTS
+  CHECK(unreplayable_result(SYS_recvmsg, rm, 20, read).find("SCM_RIGHTS") != std::string::npos);
+  CHECK(unreplayable_result(SYS_recvmsg, rm, -11, read).empty());
+  CHECK(unreplayable_result(SYS_read, rm, 20, read).empty());
+  // recvfrom(fd, buf, len, flags, addr, addrlen*): the bytes, the address as long as left.
+  m.put(0x10600, uint32_t{110});
+  uint64_t rf[6] = {3, 0x10700, 100, 0, 0x10800, 0x10600};
+  w = written_ranges(SYS_recvfrom, rf, 5, read);
+  REQUIRE(w.size() == 3);
+  CHECK((w[0].addr == 0x10700 && w[0].length == 5));
+  CHECK((w[1].addr == 0x10800 && w[1].length == 110));
+  CHECK((w[2].addr == 0x10600 && w[2].length == 4));
+  // wait4(pid, status, options, rusage): both only when a child was reported.
+  uint64_t w4[6] = {123, 0x10900, 0, 0x10a00};
+  w = written_ranges(SYS_wait4, w4, 123, read);
+  REQUIRE(w.size() == 2);
+  CHECK((w[0].addr == 0x10900 && w[0].length == 4));
+  CHECK((w[1].addr == 0x10a00 && w[1].length == 144));
+  CHECK(written_ranges(SYS_wait4, w4, 0, read).empty());  // WNOHANG, nothing yet
+  uint64_t wid[6] = {1, 123, 0x10b00, 4, 0};
+  w = written_ranges(SYS_waitid, wid, 0, read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 128);
+  // getresuid: three ids; socketpair: two descriptors.
+  uint64_t res[6] = {0x10c00, 0x10c04, 0x10c08};
+  CHECK(written_ranges(SYS_getresuid, res, 0, read).size() == 3);
+  uint64_t sp[6] = {1, 1, 0, 0x10d00};
+  w = written_ranges(SYS_socketpair, sp, 0, read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 8);
+  // clone: the parent's tid slot; a vfork child's own slot is the parent's memory too.
+  uint64_t cl[6] = {0x100 | 0x4000 | 0x100000 | 0x01000000 | SIGCHLD, 0x9000, 0x10e00, 0x10e08, 0};
+  w = written_ranges(SYS_clone, cl, 4242, read);
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].addr == 0x10e00);
+  CHECK(w[1].addr == 0x10e08);
+  uint64_t plain_fork[6] = {0x01200000 | SIGCHLD, 0, 0, 0x10e08, 0};
+  CHECK(written_ranges(SYS_clone, plain_fork, 4242, read).empty());  // the child's copy only
+  m.put(0x10f00, uint64_t{0x100000});  // clone3: flags, pidfd, child_tid, parent_tid
+  m.put(0x10f18, uint64_t{0x10e10});
+  uint64_t c3[6] = {0x10f00, 88};
+  w = written_ranges(SYS_clone3, c3, 4242, read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].addr == 0x10e10);
+  // select: the three sets (nfds bits in longs) and the timeout; ioctl: per request.
+  uint64_t sel[6] = {65, 0x11000, 0, 0x11100, 0x11200};
+  w = written_ranges(SYS_select, sel, 1, read);
+  REQUIRE(w.size() == 3);
+  CHECK(w[0].length == 16);
+  CHECK(w[2].length == 16);
+  uint64_t tcsetsw[6] = {0, 0x5403, 0x11300};
+  CHECK(written_ranges(SYS_ioctl, tcsetsw, 0, read).empty());
+  uint64_t fionread[6] = {0, 0x541b, 0x11300};
+  w = written_ranges(SYS_ioctl, fionread, 0, read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 4);
+  // epoll_wait(epfd, events, max, timeout) = 3: three 12-byte events; accept(fd, addr, len*).
+  uint64_t ew[6] = {5, 0x11400, 16, 100};
+  w = written_ranges(SYS_epoll_wait, ew, 3, read);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].length == 36);
+  CHECK(written_ranges(SYS_epoll_wait, ew, 0, read).empty());
+  m.put(0x11500, uint32_t{16});
+  uint64_t ac[6] = {3, 0x11600, 0x11500};
+  w = written_ranges(SYS_accept, ac, 4, read);
+  REQUIRE(w.size() == 2);
+  CHECK((w[0].addr == 0x11600 && w[0].length == 16));
+  uint64_t ac_no_addr[6] = {3, 0, 0};
+  CHECK(written_ranges(SYS_accept4, ac_no_addr, 4, read).empty());
+  // sendmmsg(fd, vec, n, flags) = 2: the msg_len of the two messages sent.
+  uint64_t sm[6] = {3, 0x11700, 4, 0};
+  w = written_ranges(SYS_sendmmsg, sm, 2, read);
+  REQUIRE(w.size() == 2);
+  CHECK((w[0].addr == 0x11700 + 56 && w[1].addr == 0x11700 + 64 + 56));
 }
 
 #include "backend/replay/branch_counter.h"

@@ -1,0 +1,123 @@
+"""branchstub record / replay of a program that makes child processes (fork, kill, system(),
+popen()) and talks over a socket pair (docs/record-replay.md, "Child processes"): the children
+run unrecorded, at native speed; the replay makes none, and gives the parent what it got when
+recorded: the children's pids, what they wrote into pipes, their exit statuses, the SIGCHLDs
+(at their recorded branch counts), the socket's message, getresuid and a terminal setting's
+result. Replayed twice under the real GDB, which sees the recorded values; `reverse-continue`
+to a watchpoint goes back over the children's part to the write."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import SERVER, gdb_remote, inferior
+
+pytestmark = pytest.mark.branchstub_only
+
+PROG = inferior("replay_children")
+NAMES = ["child_pid", "child_text", "child_status", "killed_signal", "system_status", "popen_text",
+         "popen_status", "socket_text", "tcset_result", "sigchld_count"]
+
+
+def record(tmp_path, name="trace"):
+    trace = tmp_path / name
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    p = subprocess.run([SERVER, "record", "-o", str(trace), PROG], capture_output=True, timeout=60, env=env,
+                       cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    return p, trace
+
+
+def printed(text):
+    return dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+
+
+def gdb_value(name, value):
+    """What GDB prints for the program's value as printed by the program."""
+    if name.endswith("_text"):
+        return '"%s"' % value
+    return value
+
+
+def test_children_run_unrecorded_and_the_parent_replays(procs, tmp_path):
+    p, trace = record(tmp_path)
+    err = p.stderr.decode()
+    assert p.returncode == 0, err
+    rec = printed(p.stdout.decode())
+    # What the program got when recorded, natively: the children really ran.
+    assert rec["child_text"] == "from-child-%s" % rec["child_pid"], rec
+    assert rec["child_status"] == "7", rec  # the child's rdtsc ran untrapped
+    assert rec["killed_signal"] == "15", rec
+    assert rec["system_status"] == "3", rec
+    assert rec["popen_text"] == "from-popen" and rec["popen_status"] == "0", rec
+    assert rec["socket_text"] == "over-socket", rec
+    assert rec["res_uid"] == ",".join([str(u) for u in os.getresuid()]), rec
+    assert rec["tcset_result"] == "-1", rec  # stdin is /dev/null: ENOTTY
+    assert int(rec["sigchld_count"]) >= 1, rec
+    header = (trace / "header").read_text()
+    assert "complete 1" in header and "exit 0" in header, header
+    for _ in range(2):
+        srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+        cmds = ["break values_ready", "continue"] + ["print %s" % n for n in NAMES]
+        cmds += ["print res_uid", "continue", "continue"]
+        r = gdb_remote(srv, cmds, prog=PROG)
+        got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
+        assert len(got) == len(NAMES) + 1, r
+        for name, value in zip(NAMES, got):
+            assert value.startswith(gdb_value(name, rec[name])), (name, value, rec[name], r)
+        assert got[-1] == "{%s}" % ", ".join(rec["res_uid"].split(",")), r
+        assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+        assert re.search(r"exited normally|exited with code 0?0\]", r.out), r
+        # No child ran in the replay: neither the program's output nor popen's shell's again.
+        assert "from-popen" not in srv.stdout.text and "child_pid=" not in srv.stdout.text, srv.stdout.text
+
+
+def test_reverse_continue_over_the_children(procs, tmp_path):
+    p, trace = record(tmp_path)
+    assert p.returncode == 0, p.stderr
+    rec = printed(p.stdout.decode())
+    want = int(rec["child_pid"]) + int(rec["child_status"])
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["break values_ready", "continue", "watch after_children", "reverse-continue",
+                         "print child_pid", "print sigchld_count", "reverse-continue", "continue"],
+                   prog=PROG, timeout=120)
+    assert re.search(r"Old value = %d\s+New value = 0" % want, r.out), r  # reverse: new is the older
+    assert "$1 = %s" % rec["child_pid"] in r.out, r
+    assert "$2 = %s" % rec["sigchld_count"] in r.out, r
+    # Back to the start of the recording: the write before it did not happen.
+    assert "No more reverse-execution history." in r.out, r
+    assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+
+
+DESCRIPTORS = inferior("replay_descriptors")
+DESCRIPTOR_NAMES = ["port", "accepted_fd", "tcp_text", "epoll_ready", "event_value", "timer_armed", "file_fd",
+                    "file_text"]
+
+
+def test_network_sockets_epoll_eventfd_timerfd_replay_as_placeholders(procs, tmp_path):
+    """A loopback TCP connection, epoll, eventfd and timerfd are recorded; the replay opens
+    /dev/null in their place (the same numbers) and gives back what went through them."""
+    f = tmp_path / "input.txt"
+    f.write_text("after-placeholders\n")
+    trace = tmp_path / "trace"
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    p = subprocess.run([SERVER, "record", "-o", str(trace), DESCRIPTORS, str(f)], capture_output=True, timeout=60,
+                       env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr.decode()
+    rec = printed(p.stdout.decode())
+    assert rec["tcp_text"] == "over-tcp" and rec["epoll_ready"] == "77", rec
+    assert rec["event_value"] == "41" and rec["timer_armed"] == "1", rec
+    assert rec["file_text"] == "after-placeholders", rec
+    f.write_text("changed\n")
+    for _ in range(2):
+        srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+        cmds = ["break values_ready", "continue"] + ["print %s" % n for n in DESCRIPTOR_NAMES]
+        cmds += ["print (int) fcntl(accepted_fd, 1)", "continue", "continue"]
+        r = gdb_remote(srv, cmds, prog=DESCRIPTORS)
+        got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
+        assert len(got) == len(DESCRIPTOR_NAMES) + 1, r
+        for name, value in zip(DESCRIPTOR_NAMES, got):
+            assert value.startswith(gdb_value(name, rec[name])), (name, value, rec[name], r)
+        # The placeholder is a real descriptor in the replay (GDB's call runs on it: F_GETFD).
+        assert got[-1] in ("0", "1"), r
+        assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
