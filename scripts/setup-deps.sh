@@ -40,6 +40,7 @@ packages=(
   # loopback of each test's network namespace, xz for the source tarball.
   dejagnu expect iproute2 xz-utils
   libipt-dev            # tools/pt_tool: the Intel PT tests make and decode real PT streams
+  procps                # ps: one of the everyday programs the record/replay tests record
 )
 if [[ $want_kmod == 1 ]]; then
   # dwarves: pahole, which kbuild needs to build a module against headers made with BTF (6.12+)

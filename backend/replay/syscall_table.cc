@@ -173,6 +173,19 @@ const std::map<long, Entry>& table() {
       {SYS_fsync, {"fsync", 1, R::Emulate}},
       {SYS_fdatasync, {"fdatasync", 1, R::Emulate}},
       {SYS_flock, {"flock", 2, R::Emulate}},
+      {SYS_prctl, {"prctl", 5, R::Emulate}},  // the options syscall_policy lets through
+      {SYS_sched_setaffinity, {"sched_setaffinity", 3, R::Emulate}},
+      {SYS_getdents, {"getdents", 3, R::Emulate}},
+      {SYS_sendfile, {"sendfile", 4, R::Emulate}},
+      {SYS_copy_file_range, {"copy_file_range", 6, R::Emulate}},
+      {SYS_getgroups, {"getgroups", 2, R::Emulate}},           // id
+      {SYS_capget, {"capget", 2, R::Emulate}},                 // node
+      {SYS_get_mempolicy, {"get_mempolicy", 5, R::Emulate}},   // ps
+      {SYS_set_mempolicy, {"set_mempolicy", 3, R::Emulate}},   // NUMA placement only
+      {SYS_mbind, {"mbind", 6, R::Emulate}},
+      {SYS_close_range, {"close_range", 3, R::Execute}},       // ssh: the descriptor table as recorded
+      {SYS_memfd_create, {"memfd_create", 2, R::Placeholder}},
+      {SYS_signalfd4, {"signalfd4", 4, R::Placeholder}},
       // Descriptors made as placeholders in the replay (ReplayAs::Placeholder), their use emulated.
       {SYS_accept, {"accept", 3, R::Placeholder}},
       {SYS_accept4, {"accept4", 4, R::Placeholder}},
@@ -202,9 +215,8 @@ const std::map<long, const char*>& refused_names() {
   static const std::map<long, const char*> t = {
       {SYS_open, "open"}, {SYS_execve, "execve"}, {SYS_execveat, "execveat"},
       {SYS_io_uring_setup, "io_uring_setup"}, {SYS_recvmmsg, "recvmmsg"},
-      {SYS_io_setup, "io_setup"}, {SYS_ptrace, "ptrace"}, {SYS_prctl, "prctl"},
-      {SYS_memfd_create, "memfd_create"}, {SYS_signalfd4, "signalfd4"}, {SYS_shmget, "shmget"},
-      {SYS_shmat, "shmat"}, {SYS_sendfile, "sendfile"}, {SYS_getdents, "getdents"}, {SYS_sched_setaffinity, "sched_setaffinity"},
+      {SYS_io_setup, "io_setup"}, {SYS_ptrace, "ptrace"}, {SYS_seccomp, "seccomp"}, {SYS_shmget, "shmget"},
+      {SYS_shmat, "shmat"},
   };
   return t;
 }
@@ -239,6 +251,7 @@ std::optional<uint64_t> ioctl_write_size(unsigned long request) {
     case 0x5413: return 8;                             // TIOCGWINSZ
     case 0x541b: case 0x540f: return 4;                // FIONREAD, TIOCGPGRP
     case 0x5402: case 0x5403: case 0x5404: return 0;   // TCSETS, TCSETSW, TCSETSF: terminal settings
+    case 0x40049409: case 0x4020940d: return 0;        // FICLONE, FICLONERANGE (cp): files only
     default: return std::nullopt;
   }
 }
@@ -291,6 +304,19 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
       if (static_cast<int64_t>(args[0]) == self && static_cast<int64_t>(args[1]) == self) break;
       if (static_cast<int64_t>(args[0]) != self && static_cast<int64_t>(args[0]) > 0) return {ReplayAs::Emulate, {}};
       return refuse("tgkill to another thread of the program: threads are not supported by record yet");
+    case SYS_prctl:
+      // What only reads or names things (process and thread names, the parent-death signal,
+      // dumpable, no_new_privs, subreaper, THP, anonymous VMA names); not seccomp, the TSC or
+      // CPUID traps the recording relies on, nor the address space's layout.
+      switch (args[0]) {
+        case 15: return {ReplayAs::Execute, {}};  // PR_SET_NAME: the replay's thread is named alike
+        case 1: case 2: case 3: case 4: case 16: case 23: case 36: case 37: case 38: case 39:
+        case 41: case 42: case 0x53564d41:
+          break;
+        default:
+          return refuse(fmt::format("prctl option {}: not supported by record yet", args[0]));
+      }
+      break;
     case SYS_socketpair:
       if (args[0] != 1 /*AF_UNIX*/)
         return refuse(fmt::format("socketpair of family {}: only local sockets are supported by record yet", args[0]));
@@ -393,6 +419,16 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
       break;
     case SYS_waitid: add(args[2], kSiginfo); add(args[4], kRusage); break;
     case SYS_getresuid: case SYS_getresgid: add(args[0], 4); add(args[1], 4); add(args[2], 4); break;
+    case SYS_getdents: add(args[1], r); break;
+    case SYS_getgroups: if (args[0]) add(args[1], r * 4); break;  // size 0 asks for the count
+    case SYS_capget: add(args[0], 8); add(args[1], 24); break;   // the header's version, 2 data structs
+    case SYS_get_mempolicy: add(args[0], 4); add(args[1], (args[2] + 63) / 64 * 8); break;
+    case SYS_sendfile: add(args[2], 8); break;  // the input offset, advanced
+    case SYS_copy_file_range: add(args[1], 8); add(args[3], 8); break;  // both offsets
+    case SYS_prctl:
+      if (args[0] == 2 || args[0] == 37) add(args[1], 4);    // PR_GET_PDEATHSIG, PR_GET_CHILD_SUBREAPER
+      else if (args[0] == 16) add(args[1], 16);              // PR_GET_NAME
+      break;
     case SYS_socketpair: add(args[3], 8); break;
     case SYS_clone: case SYS_clone3: {
       // The kernel writes the child's tid into the parent (CLONE_PARENT_SETTID), and into a

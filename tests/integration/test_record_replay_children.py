@@ -121,3 +121,28 @@ def test_network_sockets_epoll_eventfd_timerfd_replay_as_placeholders(procs, tmp
         # The placeholder is a real descriptor in the replay (GDB's call runs on it: F_GETFD).
         assert got[-1] in ("0", "1"), r
         assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+
+
+@pytest.mark.parametrize("argv", [
+    ["/bin/cp", "{dir}/input.txt", "{dir}/copy.txt"],   # ioctl FICLONE, copy_file_range
+    ["/usr/bin/id"],                                    # getgroups
+    ["/bin/ps", "-o", "pid,comm", "-p", "1"],           # get/set_mempolicy
+    ["/bin/bash", "-c", "echo piped | /bin/cat; exit 5"],  # fork + exec in the child, wait4
+], ids=["cp", "id", "ps", "bash-pipeline"])
+def test_everyday_programs_record_and_replay_to_their_end(procs, tmp_path, argv):
+    (tmp_path / "input.txt").write_text("copied\n")
+    argv = [a.replace("{dir}", str(tmp_path)) for a in argv]
+    trace = tmp_path / "trace"
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    p = subprocess.run([SERVER, "record", "-o", str(trace)] + argv, capture_output=True, timeout=60, env=env,
+                       cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    native = subprocess.run(argv, capture_output=True, timeout=60, cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    assert p.returncode == native.returncode, p.stderr.decode()
+    assert b"refused" not in p.stderr, p.stderr.decode()
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["continue", "continue"], prog=argv[0])
+    assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+    if native.returncode == 0:
+        assert "exited normally" in r.out, r
+    else:
+        assert re.search(r"exited with code 0?%o\]" % native.returncode, r.out), r
