@@ -90,6 +90,14 @@ void LinuxProcess::handle_exec() {
   watch_.forget_code();
   mem_.open(pid_);
   (void)debug_.apply(pid_);
+  if (interceptor_) {  // record/replay: the new image is set up before it runs
+    auto verdict = interceptor_->exec_done(pid_);
+    if (verdict.stop) {
+      console_output_ += verdict.message;
+      leader.last_signal = SIGTRAP;
+      return report(leader, make_event(StopKind::Signal, pid_, SIGTRAP));
+    }
+  }
   StopEvent ev = make_event(StopKind::Exec, pid_, SIGTRAP);
   if (auto path = read_exe_path(pid_)) ev.exec_path = *path;
   log("process {}: exec {}", pid_, ev.exec_path);

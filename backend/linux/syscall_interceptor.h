@@ -27,6 +27,9 @@ class SyscallInterceptor {
   };
   virtual Verdict syscall_entry(pid_t tid) = 0;
   virtual Verdict syscall_exit(pid_t tid) = 0;
+  // The thread's execve loaded a new image: its exec event, before the image's first
+  // instruction (the syscall's exit stop may not follow). stop: as above, instead of the exec.
+  virtual Verdict exec_done(pid_t /*tid*/) { return {}; }
   // A signal-delivery stop: true when the interceptor consumed the signal (an emulated rdtsc);
   // otherwise the signal goes on as usual, and `message`, when set, to the client's console.
   virtual bool take_signal(pid_t tid, int signo, std::string* message) = 0;

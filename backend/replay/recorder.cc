@@ -102,6 +102,15 @@ class Recorder final : public SyscallInterceptor {
     ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
     return on_exit(regs) ? Verdict{} : Verdict{true, {}};
   }
+  // A successful execve: its exit, result 0 (the exit stop, if one follows, finds no
+  // syscall pending).
+  Verdict exec_done(pid_t tid) override {
+    if (!in_syscall_) return {};  // the launch's own exec
+    user_regs_struct regs{};
+    ::ptrace(PTRACE_GETREGS, tid, nullptr, &regs);
+    regs.rax = 0;
+    return on_exit(regs) ? Verdict{} : Verdict{true, {}};
+  }
   // rdtsc emulated: consumed; any other signal goes on to the program (or was refused).
   bool take_signal(pid_t /*tid*/, int signo, std::string* /*message*/) override { return on_signal(signo) == 0; }
   InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
@@ -194,6 +203,13 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
     if (!reader(r.addr, bytes.data(), bytes.size()))
       return refuse(fmt::format("cannot read the {} bytes {} wrote at {:#x}", r.length, syscall_name(e.nr), r.addr));
     e.writes.push_back(writer_.add_data(r.addr, bytes));
+  }
+  if ((e.nr == SYS_execve || e.nr == SYS_execveat) && e.result == 0) {
+    // The new image, before its first instruction: the vDSO hidden again, AT_RANDOM kept for
+    // the replay (exec_setup.h), as at the start.
+    auto facts = prepare_exec(pid_);
+    if (!facts) return refuse(fmt::format("cannot set up the image {} loaded: {}", syscall_name(e.nr), facts.error().message));
+    e.writes.push_back(writer_.add_data(facts->at_random_addr, facts->at_random));
   }
   int fd = static_cast<int>(e.result);
   if (e.nr == SYS_openat && e.result >= 0) fd_open_[fd] = events_.size();

@@ -75,6 +75,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
 
   Verdict syscall_entry(pid_t tid) override;
   Verdict syscall_exit(pid_t tid) override;
+  Verdict exec_done(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
   BranchCounter& counter() { return counter_; }
@@ -109,6 +110,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   }
 
  private:
+  std::string set_up_exec(const TraceEvent& e);
   void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
                               uint64_t rcx_left);
   bool run_rep(pid_t tid, const RepString& rep, user_regs_struct& regs, uint64_t k);
@@ -318,10 +320,16 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
       changed.orig_rax = SYS_openat;
       changed.rdi = static_cast<uint64_t>(AT_FDCWD);
       changed.rsi = scratch_;
-      changed.rdx = O_RDONLY;
+      changed.rdx = O_RDONLY | (placeholder_cloexec(nr, args) ? O_CLOEXEC : 0);
       changed.r10 = 0;
       break;
     }
+    case ReplayAs::Exec:
+      if (e->result < 0) {  // a miss of a PATH search: it loaded nothing
+        as_ = ReplayAs::Emulate;
+        skip(tid);
+      }
+      break;
     case ReplayAs::SignalSelf:
       changed.rdi = static_cast<uint64_t>(pid_);
       if (nr == SYS_tgkill) changed.rsi = static_cast<uint64_t>(pid_);
@@ -339,6 +347,30 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
     ++cursor_;
     current_ = nullptr;
   }
+  return {};
+}
+
+// The new image an execve loaded, before its first instruction: set up as the recording's
+// was, with its AT_RANDOM bytes (the event's write). What went wrong, or "".
+std::string Replayer::set_up_exec(const TraceEvent& e) {
+  std::vector<uint8_t> random;
+  if (!e.writes.empty())
+    if (auto bytes = trace_->bytes(e.writes.front())) random = *bytes;
+  auto facts = prepare_exec(pid_, random);
+  if (!facts) return "cannot set the new image up: " + facts.error().message;
+  if (!e.writes.empty() && facts->at_random_addr != e.writes.front().addr)
+    return fmt::format("AT_RANDOM at {:#x} in replay, {:#x} when recorded", facts->at_random_addr,
+                       e.writes.front().addr);
+  return {};
+}
+
+SyscallInterceptor::Verdict Replayer::exec_done(pid_t tid) {
+  const TraceEvent* e = current_;
+  if (!e || as_ != ReplayAs::Exec) return {};  // the launch's own exec
+  current_ = nullptr;
+  if (e->result != 0) return diverge(tid, describe(*e) + ": it loaded a new image in replay, failed when recorded");
+  if (auto bad = set_up_exec(*e); !bad.empty()) return diverge(tid, describe(*e) + ": " + bad);
+  ++cursor_;
   return {};
 }
 
@@ -381,11 +413,16 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
     case ReplayAs::ExecuteAnyResult:
       out.rax = static_cast<uint64_t>(e->result);
       break;
+    case ReplayAs::Exec:
+      mismatch = got != e->result ? fmt::format("it returned {:#x} in replay, {:#x} when recorded", got, e->result)
+                                  : set_up_exec(*e);
+      break;
     default:
       break;
   }
   // What ran for real keeps the kernel's registers (rt_sigreturn's restored context above all).
-  if (as_ != ReplayAs::Execute && as_ != ReplayAs::ExecuteUnchecked) ::ptrace(PTRACE_SETREGS, tid, nullptr, &out);
+  if (as_ != ReplayAs::Execute && as_ != ReplayAs::ExecuteUnchecked && as_ != ReplayAs::Exec)
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &out);
   if (!mismatch.empty()) return diverge(tid, describe(*e) + ": " + mismatch);
   ++cursor_;
   // An asynchronous signal recorded right at this syscall's return: sent now, it is delivered

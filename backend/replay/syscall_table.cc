@@ -178,7 +178,11 @@ const std::map<long, Entry>& table() {
       {SYS_getdents, {"getdents", 3, R::Emulate}},
       {SYS_sendfile, {"sendfile", 4, R::Emulate}},
       {SYS_copy_file_range, {"copy_file_range", 6, R::Emulate}},
+      {SYS_execve, {"execve", 3, R::Exec}},
+      {SYS_execveat, {"execveat", 5, R::Exec}},
       {SYS_getgroups, {"getgroups", 2, R::Emulate}},           // id
+      {SYS_getpriority, {"getpriority", 2, R::Emulate}},       // nice
+      {SYS_setpriority, {"setpriority", 3, R::Emulate}},
       {SYS_capget, {"capget", 2, R::Emulate}},                 // node
       {SYS_get_mempolicy, {"get_mempolicy", 5, R::Emulate}},   // ps
       {SYS_set_mempolicy, {"set_mempolicy", 3, R::Emulate}},   // NUMA placement only
@@ -213,7 +217,7 @@ const std::map<long, Entry>& table() {
 // Names of what is refused, for the message.
 const std::map<long, const char*>& refused_names() {
   static const std::map<long, const char*> t = {
-      {SYS_open, "open"}, {SYS_execve, "execve"}, {SYS_execveat, "execveat"},
+      {SYS_open, "open"},
       {SYS_io_uring_setup, "io_uring_setup"}, {SYS_recvmmsg, "recvmmsg"},
       {SYS_io_setup, "io_setup"}, {SYS_ptrace, "ptrace"}, {SYS_seccomp, "seccomp"}, {SYS_shmget, "shmget"},
       {SYS_shmat, "shmat"},
@@ -287,9 +291,6 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
       if (auto why = clone_refusal(flags); !why.empty()) return refuse(fmt::format("{}: {}", syscall_name(nr), why));
       break;
     }
-    case SYS_execve: case SYS_execveat:
-      return refuse(fmt::format("{}: a program that runs another program is not supported by record yet",
-                                syscall_name(nr)));
     case SYS_kill: case SYS_tkill: {
       // To itself: sent again in the replay. To another process (a child it made, which the
       // replay does not have): not sent again, the recorded result given back. To a process
@@ -330,7 +331,8 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
     }
     case SYS_fcntl: {
       int cmd = static_cast<int>(args[1]);
-      if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return {ReplayAs::Execute, {}};
+      // Duplicates, and close-on-exec, which decides what an exec leaves open: run again.
+      if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFD) return {ReplayAs::Execute, {}};
       if (cmd != F_GETFD && cmd != F_SETFD && cmd != F_GETFL && cmd != F_SETFL)
         return refuse(fmt::format("fcntl command {}: not in the table", cmd));
       break;
@@ -503,6 +505,18 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     default: break;  // writes nothing (or is run again in replay, which writes it)
   }
   return out;
+}
+
+bool placeholder_cloexec(long nr, const uint64_t args[6]) {
+  constexpr uint64_t kCloexec = 0x80000;  // O_CLOEXEC = SOCK_/EFD_/TFD_/EPOLL_/IN_/SFD_CLOEXEC
+  switch (nr) {
+    case SYS_socket: return args[1] & kCloexec;
+    case SYS_accept4: case SYS_signalfd4: return args[3] & kCloexec;
+    case SYS_eventfd2: case SYS_timerfd_create: return args[1] & kCloexec;
+    case SYS_epoll_create1: case SYS_inotify_init1: return args[0] & kCloexec;
+    case SYS_memfd_create: return args[1] & 1;  // MFD_CLOEXEC
+    default: return false;                      // accept, eventfd, epoll_create, creat
+  }
 }
 
 std::string unreplayable_result(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read) {

@@ -21,6 +21,9 @@ enum class ReplayAs {
   Placeholder,    // makes a descriptor the replay cannot make alike (a network socket, an accepted
                   // connection, an eventfd, an epoll set...): replaced by an open of /dev/null, so
                   // descriptors stay numbered as recorded; what is done with it is emulated
+  Exec,           // execve/execveat: run again when it succeeded (the new image is loaded from the
+                  // same path), emulated when it failed (a PATH search's misses); at its return both
+                  // runs set the new image up alike (exec_setup.h), AT_RANDOM from the trace
   Refuse,         // not supported in this slice: the recording stops with `why`
 };
 
@@ -50,6 +53,10 @@ using MemoryReader = std::function<bool(uint64_t addr, void* out, size_t size)>;
 SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, const MemoryReader* read = nullptr);
 // The memory syscall nr wrote into the program, from its arguments and result.
 std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t result, const MemoryReader& read);
+
+// Whether the descriptor a ReplayAs::Placeholder call made is close-on-exec (the placeholder
+// must be too: an exec closes it, or leaves it, as it did the recorded one).
+bool placeholder_cloexec(long nr, const uint64_t args[6]);
 
 // Why a call that completed did something a replay cannot give back (descriptors received
 // over a socket), or "" when it can be replayed. Read at the call's return.

@@ -128,7 +128,10 @@ def test_network_sockets_epoll_eventfd_timerfd_replay_as_placeholders(procs, tmp
     ["/usr/bin/id"],                                    # getgroups
     ["/bin/ps", "-o", "pid,comm", "-p", "1"],           # get/set_mempolicy
     ["/bin/bash", "-c", "echo piped | /bin/cat; exit 5"],  # fork + exec in the child, wait4
-], ids=["cp", "id", "ps", "bash-pipeline"])
+    ["/usr/bin/env", "sort", "-r", "{dir}/input.txt"],  # exec after a PATH search's misses
+    ["/bin/bash", "-c", "exec /bin/echo exec-ed"],      # exec of the recorded program itself
+    ["/usr/bin/nice", "-n", "1", "/bin/true"],          # getpriority/setpriority, exec
+], ids=["cp", "id", "ps", "bash-pipeline", "env-path-search", "bash-exec", "nice"])
 def test_everyday_programs_record_and_replay_to_their_end(procs, tmp_path, argv):
     (tmp_path / "input.txt").write_text("copied\n")
     argv = [a.replace("{dir}", str(tmp_path)) for a in argv]
@@ -142,6 +145,9 @@ def test_everyday_programs_record_and_replay_to_their_end(procs, tmp_path, argv)
     srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
     r = gdb_remote(srv, ["continue", "continue"], prog=argv[0])
     assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+    if argv[0] in ("/usr/bin/env", "/usr/bin/nice") or "exec " in argv[-1]:
+        # The replay loads the new image as the recording did, and GDB follows it.
+        assert re.search(r"process \d+ is executing new program: \S+/(sort|echo|true)", r.out), r
     if native.returncode == 0:
         assert "exited normally" in r.out, r
     else:

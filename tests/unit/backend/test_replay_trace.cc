@@ -1,4 +1,5 @@
 // The record/replay trace format (header text, event records, the directory) and the syscall table.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -286,7 +287,22 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   CHECK(syscall_policy(SYS_socketpair, unix_pair, 1).as == ReplayAs::Execute);
   uint64_t inet_pair[6] = {2, 1, 0, 0x3000};
   CHECK(syscall_policy(SYS_socketpair, inet_pair, 1).as == ReplayAs::Refuse);
-  CHECK(syscall_policy(SYS_execve, none, 1).as == ReplayAs::Refuse);
+  uint64_t inet_socket_plain[6] = {2, 1, 0};
+  CHECK(syscall_policy(SYS_execve, none, 1).as == ReplayAs::Exec);
+  CHECK(syscall_policy(SYS_execveat, none, 1).as == ReplayAs::Exec);
+  uint64_t setfd[6] = {3, F_SETFD, FD_CLOEXEC};  // close-on-exec decides what an exec keeps
+  CHECK(syscall_policy(SYS_fcntl, setfd, 1).as == ReplayAs::Execute);
+  uint64_t getfl[6] = {3, F_GETFL};
+  CHECK(syscall_policy(SYS_fcntl, getfl, 1).as == ReplayAs::Emulate);
+  // A placeholder is close-on-exec when the recorded descriptor was.
+  uint64_t cloexec_socket[6] = {2, 1 | 0x80000, 0};
+  CHECK(placeholder_cloexec(SYS_socket, cloexec_socket));
+  CHECK_FALSE(placeholder_cloexec(SYS_socket, inet_socket_plain));
+  uint64_t memfd_cloexec[6] = {0x1000, 1};
+  CHECK(placeholder_cloexec(SYS_memfd_create, memfd_cloexec));
+  uint64_t epoll_cloexec[6] = {0x80000};
+  CHECK(placeholder_cloexec(SYS_epoll_create1, epoll_cloexec));
+  CHECK_FALSE(placeholder_cloexec(SYS_accept, none));
   auto unknown = syscall_policy(SYS_ptrace, none, 1);
   CHECK(unknown.as == ReplayAs::Refuse);
   CHECK(unknown.why.find("ptrace") != std::string::npos);
