@@ -588,3 +588,27 @@ def test_recorded_run_keeps_the_program_layout(procs):
     added = [r for r in after if r not in before]
     assert added and all("branchstub-patch" in r[3] for r in added if r[3]), added
     assert len([r for r in added if not r[3]]) <= 1, added
+
+
+def test_code_beyond_one_stub_area_is_patched_in_another(procs):
+    """A module with more block ends than one stub area holds (big_code: ~80,000, ~1.2 MB of
+    text) gets a second area near it: its later block ends are patched there instead of staying
+    int3 sites for the rest of the run (pyenv's libpython took 12 million int3 stops, 4m50s, for
+    `python -c pass`; 5 s with a second area). The history is the software source's."""
+    prog = inferior("big_code")
+    cmds = ["break main", "continue", "record btrace", "break trace_end", "continue", "info record",
+            "record function-call-history /c"]
+    soft, patch = compare(procs, prog, ["1"], cmds, timeout=300)
+    assert "Recorded" in patch
+    # Called again and again, the blocks run from patches: only a few stop.
+    srv = procs.server(["--btrace-source=patch", "--once", "{COMM}", prog, "3"])
+    r = gdb_remote(srv, ["break main", "continue", "record btrace", "break trace_end", "continue",
+                         "monitor btrace status", "kill"], prog=prog, timeout=300)
+    st = ring_branches(r.out)
+    int3 = int(re.search(r"(\d+) stops at int3 sites", r.out).group(1))
+    assert st["ring"] > 100000 and int3 * 6 < st["ring"], (st, int3)
+    # Two code areas about 1 GiB below the executable (the first filled up); the table, data
+    # and rings lie 3 GiB below it.
+    base = 0x555555554000  # the executable, without address randomization
+    code = [a for a in areas(r.out)[-1] if 0 < base - a[0] < (2 << 30)]
+    assert len(code) >= 2, [hex(a[0]) for a in areas(r.out)[-1]]

@@ -196,7 +196,10 @@ bool PatchTracer::release(pid_t tid) {
   rings_.clear();
   spare_.clear();
   ring_views_.clear();
-  for (auto& r : regions_) r.code_begin = r.code_next = r.code_end = 0;
+  for (auto& r : regions_) {
+    r.code_begin = r.code_next = r.code_end = 0;
+    r.full_areas.clear();
+  }
   stubs_.clear();
   sites_.clear();
   site_starts_.clear();

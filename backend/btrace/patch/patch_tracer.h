@@ -160,6 +160,8 @@ class PatchTracer {
     uint64_t code_begin = 0, code_next = 0, code_end = 0;  // its stub area (0: not mapped yet)
     std::string name;  // the mapped file
     bool area_failed = false;  // no stub area could be mapped near it
+    // Its earlier stub areas, full: their stubs stay, reached from their patches.
+    std::vector<std::pair<uint64_t, uint64_t>> full_areas;
     bool writable = false;     // some mapping of it is writable: its bytes are never copied
   };
   struct StubInfo {
@@ -211,6 +213,10 @@ class PatchTracer {
   Result<void> unmap_inherited_areas(pid_t tid, uint64_t hint);
   std::optional<patch::SharedMapping> map_shared(pid_t tid, uint64_t addr, bool exact, uint64_t size, int prot);
   Result<void> map_code_area(pid_t tid, Region& r);
+  // A fresh stub area for r when its area cannot hold `bytes` more (a large module, libpython:
+  // ~150,000 block ends filled 10 MiB, and every later one stayed an int3 site); false when
+  // none can be mapped or r has had kMaxAreasPerRegion.
+  bool next_code_area(pid_t tid, Region& r, uint64_t bytes);
   Ring* ring_for(pid_t tid);          // t's ring, mapped (a spare one or a new one) if it has none
   uint64_t head_of(const Ring& r) const;  // 0: unreadable
   bool set_head(Ring& r, uint64_t head);

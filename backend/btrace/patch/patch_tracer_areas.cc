@@ -174,6 +174,19 @@ std::optional<patch::SharedMapping> PatchTracer::map_shared(pid_t tid, uint64_t 
   return std::nullopt;
 }
 
+bool PatchTracer::next_code_area(pid_t tid, Region& r, uint64_t bytes) {
+  constexpr size_t kMaxAreasPerRegion = 8;
+  if (!r.code_begin || r.code_next + bytes <= r.code_end) return r.code_begin != 0;
+  if (r.area_failed || r.full_areas.size() + 1 >= kMaxAreasPerRegion) return false;
+  std::pair<uint64_t, uint64_t> full{r.code_begin, r.code_end};
+  if (!map_code_area(tid, r)) {
+    r.area_failed = true;  // the full area stays the current one; nothing more fits
+    return false;
+  }
+  r.full_areas.push_back(full);
+  return r.code_next + bytes <= r.code_end;
+}
+
 Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   auto maps = read_memory_map(pid_);
   if (!maps) return maps.error();

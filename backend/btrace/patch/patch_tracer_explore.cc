@@ -218,10 +218,16 @@ std::optional<uint64_t> PatchTracer::frontier_trap(uint64_t near, uint64_t targe
     if (d > -(int64_t{1} << 30) && d < (int64_t{1} << 30)) return it->second;  // in rel32 reach
   }
   Region* r = nullptr;
-  for (auto& reg : regions_)
-    if (reg.code_begin && near >= reg.code_begin && near < reg.code_end) r = &reg;
+  for (auto& reg : regions_) {
+    if (!reg.code_begin) continue;
+    if (near >= reg.code_begin && near < reg.code_end) r = &reg;
+    for (const auto& [lo, hi] : reg.full_areas)
+      if (near >= lo && near < hi) r = &reg;
+  }
   if (!r || r->code_next + 16 > r->code_end) return std::nullopt;
   uint64_t at = r->code_next;
+  if (auto d = static_cast<int64_t>(at) - static_cast<int64_t>(near); d <= -(int64_t{1} << 30) || d >= (int64_t{1} << 30))
+    return std::nullopt;  // the stub's jmp could not reach it
   const uint8_t int3 = 0xcc;
   if (!area_write(at, std::span<const uint8_t>(&int3, 1))) return std::nullopt;
   r->code_next += 16;
@@ -312,8 +318,13 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   spec.edge_id = static_cast<uint32_t>(edges_.size());
   spec.table_addr = table_addr_;
   spec.table_mask = table_mask_;
-  const uint64_t gate = r->code_next;
+  uint64_t gate = r->code_next;
   auto stub = patch::build_stub(spec, gate + patch::kJmpLen);
+  if (stub && gate + patch::kJmpLen + stub->code.size() > r->code_end &&
+      next_code_area(tid, *r, patch::kJmpLen + stub->code.size())) {
+    gate = r->code_next;  // built again where it goes: its jumps are relative
+    stub = patch::build_stub(spec, gate + patch::kJmpLen);
+  }
   if (!stub || gate + patch::kJmpLen + stub->code.size() > r->code_end) return;
   // Offsets from the gate: it stands for the block start, as the first displaced copy does.
   auto shift = [](uint32_t o) { return static_cast<uint32_t>(o + patch::kJmpLen); };
@@ -408,8 +419,12 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.edge_id = static_cast<uint32_t>(edges_.size());
   spec.table_addr = table_addr_;
   spec.table_mask = table_mask_;
-  const uint64_t at = r->code_next;
+  uint64_t at = r->code_next;
   auto stub = patch::build_stub(spec, at);
+  if (stub && at + stub->code.size() > r->code_end && next_code_area(tid, *r, stub->code.size())) {
+    at = r->code_next;  // built again where it goes: its jumps are relative
+    stub = patch::build_stub(spec, at);
+  }
   if (!stub || at + stub->code.size() > r->code_end) return;
   uint64_t begin = (*insns)[*k].addr;
   auto jmp = patch::jmp_rel32(begin, at);
