@@ -39,6 +39,20 @@ def gdb_value(name, value):
     return value
 
 
+def replay_and_compare(procs, trace, prog, names, rec, more):
+    """Replays trace under GDB to values_ready(), where each name must print what the program
+    printed when recorded, then to the end; returns what the `more` commands printed."""
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    cmds = ["break values_ready", "continue"] + ["print %s" % n for n in names] + more + ["continue", "continue"]
+    r = gdb_remote(srv, cmds, prog=prog)
+    got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
+    assert len(got) == len(names) + len(more), r
+    for name, value in zip(names, got):
+        assert value.startswith(gdb_value(name, rec[name])), (name, value, rec[name], r)
+    assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+    return got[len(names):], r, srv
+
+
 def test_children_run_unrecorded_and_the_parent_replays(procs, tmp_path):
     p, trace = record(tmp_path)
     err = p.stderr.decode()
@@ -57,16 +71,8 @@ def test_children_run_unrecorded_and_the_parent_replays(procs, tmp_path):
     header = (trace / "header").read_text()
     assert "complete 1" in header and "exit 0" in header, header
     for _ in range(2):
-        srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
-        cmds = ["break values_ready", "continue"] + ["print %s" % n for n in NAMES]
-        cmds += ["print res_uid", "continue", "continue"]
-        r = gdb_remote(srv, cmds, prog=PROG)
-        got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
-        assert len(got) == len(NAMES) + 1, r
-        for name, value in zip(NAMES, got):
-            assert value.startswith(gdb_value(name, rec[name])), (name, value, rec[name], r)
-        assert got[-1] == "{%s}" % ", ".join(rec["res_uid"].split(",")), r
-        assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+        extra, r, srv = replay_and_compare(procs, trace, PROG, NAMES, rec, ["print res_uid"])
+        assert extra == ["{%s}" % ", ".join(rec["res_uid"].split(","))], r
         assert re.search(r"exited normally|exited with code 0?0\]", r.out), r
         # No child ran in the replay: neither the program's output nor popen's shell's again.
         assert "from-popen" not in srv.stdout.text and "child_pid=" not in srv.stdout.text, srv.stdout.text
@@ -110,17 +116,10 @@ def test_network_sockets_epoll_eventfd_timerfd_replay_as_placeholders(procs, tmp
     assert rec["file_text"] == "after-placeholders", rec
     f.write_text("changed\n")
     for _ in range(2):
-        srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
-        cmds = ["break values_ready", "continue"] + ["print %s" % n for n in DESCRIPTOR_NAMES]
-        cmds += ["print (int) fcntl(accepted_fd, 1)", "continue", "continue"]
-        r = gdb_remote(srv, cmds, prog=DESCRIPTORS)
-        got = re.findall(r"^\$\d+ = (.*)$", r.out, re.M)
-        assert len(got) == len(DESCRIPTOR_NAMES) + 1, r
-        for name, value in zip(DESCRIPTOR_NAMES, got):
-            assert value.startswith(gdb_value(name, rec[name])), (name, value, rec[name], r)
+        extra, r, _ = replay_and_compare(procs, trace, DESCRIPTORS, DESCRIPTOR_NAMES, rec,
+                                         ["print (int) fcntl(accepted_fd, 1)"])
         # The placeholder is a real descriptor in the replay (GDB's call runs on it: F_GETFD).
-        assert got[-1] in ("0", "1"), r
-        assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+        assert extra in (["0"], ["1"]), r
 
 
 @pytest.mark.parametrize("argv", [
