@@ -182,6 +182,8 @@ const std::map<long, Entry>& table() {
       {SYS_execveat, {"execveat", 5, R::Exec}},
       {SYS_getgroups, {"getgroups", 2, R::Emulate}},           // id
       {SYS_getpriority, {"getpriority", 2, R::Emulate}},       // nice
+      {SYS_setpgid, {"setpgid", 2, R::Emulate}},               // job control (bash -i)
+      {SYS_setsid, {"setsid", 0, R::Emulate}},
       {SYS_setpriority, {"setpriority", 3, R::Emulate}},
       {SYS_capget, {"capget", 2, R::Emulate}},                 // node
       {SYS_get_mempolicy, {"get_mempolicy", 5, R::Emulate}},   // ps
@@ -256,6 +258,12 @@ std::optional<uint64_t> ioctl_write_size(unsigned long request) {
     case 0x541b: case 0x540f: return 4;                // FIONREAD, TIOCGPGRP
     case 0x5402: case 0x5403: case 0x5404: return 0;   // TCSETS, TCSETSW, TCSETSF: terminal settings
     case 0x40049409: case 0x4020940d: return 0;        // FICLONE, FICLONERANGE (cp): files only
+    // A program run from a terminal: tcdrain/tcflush/tcflow, tcsetpgrp, the window size,
+    // the controlling terminal, non-blocking mode; their effects are the terminal's only.
+    case 0x5409: case 0x540a: case 0x540b: case 0x5410: case 0x5414: case 0x540e: case 0x5422: case 0x5421:
+      return 0;
+    case 0x5429: return 4;                             // TIOCGSID
+    case 0x5450: case 0x5451: return 0;                // FIONCLEX, FIOCLEX: run again (syscall_policy)
     default: return std::nullopt;
   }
 }
@@ -327,6 +335,8 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
       unsigned long request = args[1];
       if (!ioctl_write_size(request))
         return refuse(fmt::format("ioctl request {:#x}: its memory effects are not in the table", request));
+      // Close-on-exec, which decides what an exec keeps (as fcntl's F_SETFD).
+      if (request == 0x5450 || request == 0x5451) return {ReplayAs::Execute, {}};
       break;
     }
     case SYS_fcntl: {

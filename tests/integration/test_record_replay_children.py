@@ -151,3 +151,20 @@ def test_everyday_programs_record_and_replay_to_their_end(procs, tmp_path, argv)
         assert "exited normally" in r.out, r
     else:
         assert re.search(r"exited with code 0?%o\]" % native.returncode, r.out), r
+
+
+def test_an_interactive_shell_on_a_terminal_records_and_replays(procs, tmp_path):
+    """Run from a terminal (script(1) gives it a pty), an interactive bash does job control:
+    tcsetpgrp, setpgid, terminal settings around a pipeline of children. Recorded there, it
+    replays to its end (no terminal needed: those calls are emulated)."""
+    trace = tmp_path / "trace"
+    env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
+    inner = "%s record -o %s /bin/bash --norc -ic 'echo hi; ls / | wc -l; exit 4'" % (SERVER, trace)
+    p = subprocess.run(["script", "-qec", inner, "/dev/null"], capture_output=True, timeout=60, env=env,
+                       cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    out = p.stdout.decode(errors="replace")
+    assert p.returncode == 4 and "refused" not in out, out
+    srv = procs.server(["replay", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["continue", "continue"], prog="/bin/bash")
+    assert "divergence" not in r.out and "divergence" not in srv.stderr.text, r
+    assert re.search(r"exited with code 0?4\]", r.out), r

@@ -338,6 +338,13 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   uint64_t count_only[6] = {0, 0};
   CHECK(written_ranges(SYS_getgroups, count_only, 3, [](uint64_t, void*, size_t) { return false; }).empty());
   CHECK(syscall_policy(SYS_close_range, none, 1).as == ReplayAs::Execute);
+  uint64_t tcsetpgrp[6] = {0, 0x5410, 0x3000};  // a program run from a terminal
+  CHECK(syscall_policy(SYS_ioctl, tcsetpgrp, 1).as == ReplayAs::Emulate);
+  CHECK(written_ranges(SYS_ioctl, tcsetpgrp, 0, [](uint64_t, void*, size_t) { return false; }).empty());
+  uint64_t fioclex[6] = {3, 0x5451, 0};
+  CHECK(syscall_policy(SYS_ioctl, fioclex, 1).as == ReplayAs::Execute);
+  uint64_t tiocgsid[6] = {0, 0x5429, 0x3000};
+  REQUIRE(written_ranges(SYS_ioctl, tiocgsid, 0, [](uint64_t, void*, size_t) { return false; }).size() == 1);
   uint64_t ficlone[6] = {4, 0x40049409, 3};
   CHECK(syscall_policy(SYS_ioctl, ficlone, 1).as == ReplayAs::Emulate);
   CHECK(written_ranges(SYS_ioctl, ficlone, 0, [](uint64_t, void*, size_t) { return false; }).empty());
