@@ -182,6 +182,12 @@ const std::map<long, Entry>& table() {
       {SYS_execveat, {"execveat", 5, R::Exec}},
       {SYS_getgroups, {"getgroups", 2, R::Emulate}},           // id
       {SYS_getpriority, {"getpriority", 2, R::Emulate}},       // nice
+      {SYS_setrlimit, {"setrlimit", 2, R::Execute}},           // its own limits: as prlimit64's
+      {SYS_mlock, {"mlock", 2, R::Emulate}},                   // gpg: residency only
+      {SYS_munlock, {"munlock", 2, R::Emulate}},
+      {SYS_mlockall, {"mlockall", 1, R::Emulate}},
+      {SYS_munlockall, {"munlockall", 0, R::Emulate}},
+      {SYS_mlock2, {"mlock2", 3, R::Emulate}},
       {SYS_setpgid, {"setpgid", 2, R::Emulate}},               // job control (bash -i)
       {SYS_setsid, {"setsid", 0, R::Emulate}},
       {SYS_setpriority, {"setpriority", 3, R::Emulate}},
@@ -343,12 +349,18 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
       int cmd = static_cast<int>(args[1]);
       // Duplicates, and close-on-exec, which decides what an exec leaves open: run again.
       if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFD) return {ReplayAs::Execute, {}};
-      if (cmd != F_GETFD && cmd != F_SETFD && cmd != F_GETFL && cmd != F_SETFL)
-        return refuse(fmt::format("fcntl command {}: not in the table", cmd));
+      // Record locks (sqlite, gcc's lock files) and pipe sizes matter between processes only.
+      constexpr int kOfdGetlk = 36, kOfdSetlk = 37, kOfdSetlkw = 38, kSetPipeSz = 1031, kGetPipeSz = 1032;
+      bool known = cmd == F_GETFD || cmd == F_GETFL || cmd == F_SETFL || cmd == F_GETLK || cmd == F_SETLK ||
+                   cmd == F_SETLKW || cmd == kOfdGetlk || cmd == kOfdSetlk || cmd == kOfdSetlkw ||
+                   cmd == kSetPipeSz || cmd == kGetPipeSz;
+      if (!known) return refuse(fmt::format("fcntl command {}: not in the table", cmd));
       break;
     }
     case SYS_prlimit64:
-      if (args[2] != 0) return refuse("prlimit64 setting a limit: not supported by record yet");
+      // Setting its own limit runs again (what it may open or map later depends on it); another
+      // process's (or its own by pid, which the replay does not have) is not set in the replay.
+      if (args[2] != 0) return {args[0] == 0 ? ReplayAs::Execute : ReplayAs::Emulate, {}};
       break;
     case SYS_mmap:
       if (args[3] & 0x01 /*MAP_SHARED*/ && !(args[3] & 0x20 /*MAP_ANONYMOUS*/) && (args[2] & 0x2 /*PROT_WRITE*/))
@@ -412,6 +424,9 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     case SYS_setitimer: add(args[2], 32); break;
     case SYS_getrlimit: case SYS_getrusage: add(args[1], nr == SYS_getrlimit ? 16 : 144); break;
     case SYS_prlimit64: add(args[3], 16); break;
+    case SYS_fcntl:
+      if (args[1] == F_GETLK || args[1] == 36 /*F_OFD_GETLK*/) add(args[2], 32);  // struct flock
+      break;
     case SYS_sysinfo: add(args[0], 112); break;
     case SYS_times: add(args[0], 32); break;
     case SYS_sched_getaffinity: add(args[2], r); break;

@@ -130,14 +130,20 @@ def test_network_sockets_epoll_eventfd_timerfd_replay_as_placeholders(procs, tmp
     ["/usr/bin/env", "sort", "-r", "{dir}/input.txt"],  # exec after a PATH search's misses
     ["/bin/bash", "-c", "exec /bin/echo exec-ed"],      # exec of the recorded program itself
     ["/usr/bin/nice", "-n", "1", "/bin/true"],          # getpriority/setpriority, exec
-], ids=["cp", "id", "ps", "bash-pipeline", "env-path-search", "bash-exec", "nice"])
+    ["/usr/bin/gcc", "-c", "{dir}/t.c", "-o", "{dir}/t.o"],  # prlimit64 raising its stack, cc1 and as
+    ["/usr/bin/python3", "-c", "import sqlite3; c = sqlite3.connect('{dir}/db'); c.execute('create table t(x)');"
+     " c.execute('insert into t values(1)'); c.commit(); print(c.execute('select count(*) from t').fetchone())"],
+], ids=["cp", "id", "ps", "bash-pipeline", "env-path-search", "bash-exec", "nice", "gcc", "sqlite"])
 def test_everyday_programs_record_and_replay_to_their_end(procs, tmp_path, argv):
     (tmp_path / "input.txt").write_text("copied\n")
+    (tmp_path / "t.c").write_text("int main(void) { return 0; }\n")
     argv = [a.replace("{dir}", str(tmp_path)) for a in argv]
     trace = tmp_path / "trace"
     env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
     p = subprocess.run([SERVER, "record", "-o", str(trace)] + argv, capture_output=True, timeout=60, env=env,
                        cwd=str(tmp_path), stdin=subprocess.DEVNULL)
+    for made in ("db", "t.o"):  # the native run starts from the same files
+        (tmp_path / made).unlink(missing_ok=True)
     native = subprocess.run(argv, capture_output=True, timeout=60, cwd=str(tmp_path), stdin=subprocess.DEVNULL)
     assert p.returncode == native.returncode, p.stderr.decode()
     assert b"refused" not in p.stderr, p.stderr.decode()

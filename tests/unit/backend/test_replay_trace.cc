@@ -338,6 +338,19 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   uint64_t count_only[6] = {0, 0};
   CHECK(written_ranges(SYS_getgroups, count_only, 3, [](uint64_t, void*, size_t) { return false; }).empty());
   CHECK(syscall_policy(SYS_close_range, none, 1).as == ReplayAs::Execute);
+  uint64_t raise_stack[6] = {0, 3, 0x3000, 0};  // prlimit64(0, RLIMIT_STACK, new, NULL): gcc
+  CHECK(syscall_policy(SYS_prlimit64, raise_stack, 1).as == ReplayAs::Execute);
+  uint64_t other_limit[6] = {4242, 3, 0x3000, 0};
+  CHECK(syscall_policy(SYS_prlimit64, other_limit, 1).as == ReplayAs::Emulate);
+  uint64_t setlk[6] = {3, F_SETLK, 0x3000};  // sqlite's locks
+  CHECK(syscall_policy(SYS_fcntl, setlk, 1).as == ReplayAs::Emulate);
+  CHECK(written_ranges(SYS_fcntl, setlk, 0, [](uint64_t, void*, size_t) { return false; }).empty());
+  uint64_t getlk[6] = {3, F_GETLK, 0x3000};
+  auto lk = written_ranges(SYS_fcntl, getlk, 0, [](uint64_t, void*, size_t) { return false; });
+  REQUIRE(lk.size() == 1);
+  CHECK(lk[0].length == 32);
+  uint64_t notify[6] = {3, 1026 /*F_NOTIFY*/, 0};
+  CHECK(syscall_policy(SYS_fcntl, notify, 1).as == ReplayAs::Refuse);
   uint64_t tcsetpgrp[6] = {0, 0x5410, 0x3000};  // a program run from a terminal
   CHECK(syscall_policy(SYS_ioctl, tcsetpgrp, 1).as == ReplayAs::Emulate);
   CHECK(written_ranges(SYS_ioctl, tcsetpgrp, 0, [](uint64_t, void*, size_t) { return false; }).empty());
