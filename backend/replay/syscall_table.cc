@@ -183,6 +183,12 @@ const std::map<long, Entry>& table() {
       {SYS_getgroups, {"getgroups", 2, R::Emulate}},           // id
       {SYS_getpriority, {"getpriority", 2, R::Emulate}},       // nice
       {SYS_setrlimit, {"setrlimit", 2, R::Execute}},           // its own limits: as prlimit64's
+      // POSIX timers (timeout(1)): not armed in replay; their signals come from the trace.
+      {SYS_timer_create, {"timer_create", 3, R::Emulate}},
+      {SYS_timer_settime, {"timer_settime", 4, R::Emulate}},
+      {SYS_timer_gettime, {"timer_gettime", 2, R::Emulate}},
+      {SYS_timer_getoverrun, {"timer_getoverrun", 1, R::Emulate}},
+      {SYS_timer_delete, {"timer_delete", 1, R::Emulate}},
       {SYS_mlock, {"mlock", 2, R::Emulate}},                   // gpg: residency only
       {SYS_munlock, {"munlock", 2, R::Emulate}},
       {SYS_mlockall, {"mlockall", 1, R::Emulate}},
@@ -484,6 +490,9 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
     }
     case SYS_epoll_wait: case SYS_epoll_pwait: add(args[1], r * 12); break;  // struct epoll_event, packed
     case SYS_timerfd_settime: add(args[3], 32); break;                       // the old itimerspec
+    case SYS_timer_create: add(args[2], 4); break;                           // the timer's id
+    case SYS_timer_settime: add(args[3], 32); break;
+    case SYS_timer_gettime: add(args[1], 32); break;
     case SYS_timerfd_gettime: add(args[1], 32); break;
     case SYS_sendmmsg:  // each sent message's msg_len (struct mmsghdr: a msghdr, then a u32)
       for (uint64_t i = 0; i < r; ++i) add(args[1] + 64 * i + 56, 4);

@@ -351,6 +351,11 @@ TEST_CASE("syscall table: what is emulated, run again, refused") {
   CHECK(lk[0].length == 32);
   uint64_t notify[6] = {3, 1026 /*F_NOTIFY*/, 0};
   CHECK(syscall_policy(SYS_fcntl, notify, 1).as == ReplayAs::Refuse);
+  uint64_t timer[6] = {1, 0x3000, 0x3100};  // timer_create(CLOCK_MONOTONIC, sev, &id): timeout(1)
+  CHECK(syscall_policy(SYS_timer_create, timer, 1).as == ReplayAs::Emulate);
+  auto tid_slot = written_ranges(SYS_timer_create, timer, 0, [](uint64_t, void*, size_t) { return false; });
+  REQUIRE(tid_slot.size() == 1);
+  CHECK((tid_slot[0].addr == 0x3100 && tid_slot[0].length == 4));
   uint64_t tcsetpgrp[6] = {0, 0x5410, 0x3000};  // a program run from a terminal
   CHECK(syscall_policy(SYS_ioctl, tcsetpgrp, 1).as == ReplayAs::Emulate);
   CHECK(written_ranges(SYS_ioctl, tcsetpgrp, 0, [](uint64_t, void*, size_t) { return false; }).empty());
