@@ -111,6 +111,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
 
  private:
   std::string set_up_exec(const TraceEvent& e);
+  uint64_t put_scratch_path(const user_regs_struct& regs, const std::string& path);
   void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
                               uint64_t rcx_left);
   bool run_rep(pid_t tid, const RepString& rep, user_regs_struct& regs, uint64_t k);
@@ -284,51 +285,25 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
   saved_ = regs;
   current_ = e;
   user_regs_struct changed = regs;
+  // An open, a descriptor or an exec that failed when recorded (an exec: a miss of a PATH
+  // search) made and loaded nothing: its error is given back.
+  bool makes_something = as_ == ReplayAs::OpenFile || as_ == ReplayAs::Placeholder || as_ == ReplayAs::Exec;
+  if (makes_something && e->result < 0) as_ = ReplayAs::Emulate;
   switch (as_) {
-    case ReplayAs::OpenFile: {
-      if (e->result < 0) {
-        as_ = ReplayAs::Emulate;
-        skip(tid);
-        break;
-      }
+    case ReplayAs::OpenFile:
       // An open of the trace's copy of a file the program maps, else of /dev/null: the
       // descriptor gets the recorded number and mmap finds the recorded bytes.
-      std::string path = e->mapped_file >= 0 ? trace_->file_copy_path(e->mapped_file) : "/dev/null";
-      scratch_ = (regs.rsp - 4096 - path.size() - 1) & ~uint64_t{15};
-      scratch_saved_.assign(path.size() + 1, 0);
-      (void)mem_.read(scratch_, scratch_saved_);
-      std::vector<uint8_t> bytes(path.begin(), path.end());
-      bytes.push_back(0);
-      (void)mem_.write(scratch_, bytes);
-      changed.rsi = scratch_;
+      changed.rsi = put_scratch_path(regs, e->mapped_file >= 0 ? trace_->file_copy_path(e->mapped_file) : "/dev/null");
       changed.rdx = O_RDONLY | (regs.rdx & O_CLOEXEC);
       break;
-    }
-    case ReplayAs::Placeholder: {
-      if (e->result < 0) {
-        as_ = ReplayAs::Emulate;
-        skip(tid);
-        break;
-      }
+    case ReplayAs::Placeholder:
       // openat(AT_FDCWD, "/dev/null", O_RDONLY) instead: the kernel gives it the lowest free
       // number, the recorded one when the replay is on its path.
-      static constexpr char kNull[] = "/dev/null";
-      scratch_ = (regs.rsp - 4096 - sizeof kNull) & ~uint64_t{15};
-      scratch_saved_.assign(sizeof kNull, 0);
-      (void)mem_.read(scratch_, scratch_saved_);
-      (void)mem_.write(scratch_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kNull), sizeof kNull));
       changed.orig_rax = SYS_openat;
       changed.rdi = static_cast<uint64_t>(AT_FDCWD);
-      changed.rsi = scratch_;
+      changed.rsi = put_scratch_path(regs, "/dev/null");
       changed.rdx = O_RDONLY | (placeholder_cloexec(nr, args) ? O_CLOEXEC : 0);
       changed.r10 = 0;
-      break;
-    }
-    case ReplayAs::Exec:
-      if (e->result < 0) {  // a miss of a PATH search: it loaded nothing
-        as_ = ReplayAs::Emulate;
-        skip(tid);
-      }
       break;
     case ReplayAs::SignalSelf:
       changed.rdi = static_cast<uint64_t>(pid_);
@@ -348,6 +323,18 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
     current_ = nullptr;
   }
   return {};
+}
+
+// `path` written below the thread's stack (saved first; put back at the syscall's exit), for
+// an open the replay runs instead of the recorded call. Its address.
+uint64_t Replayer::put_scratch_path(const user_regs_struct& regs, const std::string& path) {
+  scratch_ = (regs.rsp - 4096 - path.size() - 1) & ~uint64_t{15};
+  scratch_saved_.assign(path.size() + 1, 0);
+  (void)mem_.read(scratch_, scratch_saved_);
+  std::vector<uint8_t> bytes(path.begin(), path.end());
+  bytes.push_back(0);
+  (void)mem_.write(scratch_, bytes);
+  return scratch_;
 }
 
 // The new image an execve loaded, before its first instruction: set up as the recording's

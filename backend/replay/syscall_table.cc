@@ -248,6 +248,21 @@ constexpr uint64_t kCloneSignalMask = 0xff;
 constexpr uint64_t kCloneVm = 0x100, kCloneVfork = 0x4000, kCloneThread = 0x10000, kCloneSettls = 0x80000,
                    kCloneParentSettid = 0x100000, kCloneChildCleartid = 0x200000, kCloneChildSettid = 0x01000000;
 
+// What a clone or clone3 asks for: clone's registers (flags, stack, parent_tid, child_tid,
+// tls; the exit signal in the flags' low byte), clone3's struct clone_args in memory (flags,
+// pidfd, child_tid, parent_tid, ..., set_tid_size at 72; at least 64 bytes). nullopt: clone3's
+// struct could not be read (or no reader).
+struct CloneCall {
+  uint64_t flags = 0, parent_tid = 0, child_tid = 0, set_tid_size = 0;
+};
+std::optional<CloneCall> read_clone(long nr, const uint64_t args[6], const MemoryReader* read) {
+  if (nr == SYS_clone) return CloneCall{args[0] & ~uint64_t{kCloneSignalMask}, args[2], args[3], 0};
+  uint64_t ca[10] = {};
+  size_t size = std::min<uint64_t>(args[1], sizeof ca);
+  if (size < 64 || !read || !(*read)(args[0], ca, size)) return std::nullopt;
+  return CloneCall{ca[0], ca[3], ca[2], size >= 80 ? ca[9] : 0};
+}
+
 // Why a clone with these flags cannot be recorded, "" when it can: a child process (fork,
 // vfork, posix_spawn's CLONE_VM|CLONE_VFORK) runs unrecorded and the parent's side replays.
 // Threads, shared descriptor tables, file systems or signal handlers, namespaces, pidfds and
@@ -297,18 +312,11 @@ SyscallPolicy syscall_policy(long nr, const uint64_t args[6], int64_t self, cons
   auto refuse = [&](std::string why) { return SyscallPolicy{ReplayAs::Refuse, std::move(why)}; };
   switch (nr) {
     case SYS_clone: case SYS_clone3: {
-      uint64_t flags = args[0];
-      if (nr == SYS_clone3) {
-        if (!read) break;  // the replay: the recording checked them
-        uint64_t ca[10] = {};  // struct clone_args up to set_tid_size
-        size_t size = std::min<uint64_t>(args[1], sizeof ca);
-        if (size < 64 || !(*read)(args[0], ca, size)) return refuse("clone3: its clone_args could not be read");
-        flags = ca[0];
-        if (size >= 80 && ca[9] != 0) return refuse("clone3 with set_tid: not supported by record yet");
-      } else {
-        flags &= ~uint64_t{kCloneSignalMask};
-      }
-      if (auto why = clone_refusal(flags); !why.empty()) return refuse(fmt::format("{}: {}", syscall_name(nr), why));
+      if (nr == SYS_clone3 && !read) break;  // the replay: the recording checked them
+      auto call = read_clone(nr, args, read);
+      if (!call) return refuse("clone3: its clone_args could not be read");
+      if (call->set_tid_size != 0) return refuse("clone3 with set_tid: not supported by record yet");
+      if (auto why = clone_refusal(call->flags); !why.empty()) return refuse(fmt::format("{}: {}", syscall_name(nr), why));
       break;
     }
     case SYS_kill: case SYS_tkill: {
@@ -393,6 +401,16 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
   auto add = [&](uint64_t addr, uint64_t length) {
     if (addr != 0 && length != 0) out.push_back({addr, length});
   };
+  // `bytes` received fill the `count` iovecs at `at` in order (readv, recvmsg).
+  auto add_iovecs = [&](uint64_t at, uint64_t count, uint64_t bytes) {
+    for (uint64_t i = 0; i < count && bytes > 0; ++i) {
+      uint64_t iov[2];
+      if (!read(at + 16 * i, iov, sizeof iov)) break;
+      uint64_t n = std::min(iov[1], bytes);
+      add(iov[0], n);
+      bytes -= n;
+    }
+  };
   if (result < 0 && nr != SYS_nanosleep && nr != SYS_clock_nanosleep) return out;
   uint64_t r = static_cast<uint64_t>(result);
   switch (nr) {
@@ -401,18 +419,7 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
       break;
     case SYS_readlinkat: add(args[2], r); break;
     case SYS_getcwd: case SYS_getrandom: add(args[0], r); break;
-    case SYS_readv: {
-      // The result's bytes fill the iovecs in order.
-      uint64_t left = r;
-      for (uint64_t i = 0; i < args[2] && left > 0; ++i) {
-        uint64_t iov[2];
-        if (!read(args[1] + 16 * i, iov, sizeof iov)) break;
-        uint64_t n = iov[1] < left ? iov[1] : left;
-        add(iov[0], n);
-        left -= n;
-      }
-      break;
-    }
+    case SYS_readv: add_iovecs(args[1], args[2], r); break;
     case SYS_stat: case SYS_fstat: case SYS_lstat: add(args[1], kStatSize); break;
     case SYS_newfstatat: add(args[2], kStatSize); break;
     case SYS_statx: add(args[4], kStatxSize); break;
@@ -467,16 +474,10 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
       // The kernel writes the child's tid into the parent (CLONE_PARENT_SETTID), and into a
       // vfork child's memory, which is the parent's (CLONE_CHILD_SETTID; CLONE_CHILD_CLEARTID's
       // 0 when it execs or exits, before the parent goes on).
-      uint64_t flags = args[0], parent_tid = args[2], child_tid = args[3];
-      if (nr == SYS_clone3) {
-        uint64_t ca[4] = {};
-        if (args[1] < sizeof ca || !read(args[0], ca, sizeof ca)) break;
-        flags = ca[0];
-        child_tid = ca[2];
-        parent_tid = ca[3];
-      }
-      if (flags & kCloneParentSettid) add(parent_tid, 4);
-      if ((flags & kCloneVm) && (flags & (kCloneChildSettid | kCloneChildCleartid))) add(child_tid, 4);
+      auto call = read_clone(nr, args, &read);
+      if (!call) break;
+      if (call->flags & kCloneParentSettid) add(call->parent_tid, 4);
+      if ((call->flags & kCloneVm) && (call->flags & (kCloneChildSettid | kCloneChildCleartid))) add(call->child_tid, 4);
       break;
     }
     case SYS_recvfrom: {
@@ -511,14 +512,7 @@ std::vector<Range> written_ranges(long nr, const uint64_t args[6], int64_t resul
       // struct msghdr: name, namelen (u32), iov, iovlen, control, controllen, flags (int).
       uint64_t m[7] = {};
       if (!read(args[1], m, sizeof m)) break;
-      uint64_t left = r;
-      for (uint64_t i = 0; i < m[3] && left > 0; ++i) {
-        uint64_t iov[2];
-        if (!read(m[2] + 16 * i, iov, sizeof iov)) break;
-        uint64_t n = std::min(iov[1], left);
-        add(iov[0], n);
-        left -= n;
-      }
+      add_iovecs(m[2], m[3], r);
       add(m[0], m[1] & 0xffffffffu);
       add(m[4], m[5]);
       add(args[1] + 8, 4);   // namelen
