@@ -6,6 +6,7 @@
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -232,6 +233,37 @@ DebugRegisterProbe probe_debug_registers() {
 
 BlockStepProbe probe_block_step() { return probe_btf(); }
 
+// Whether an instruction faults once the process asks for it: a forked child makes the request
+// and runs the instruction; SIGSEGV is the answer. record/replay needs the rdtsc trap
+// (PR_SET_TSC, every x86-64 CPU); CPUID faulting (arch_prctl ARCH_SET_CPUID, Intel only, and
+// only where the hypervisor passes it on) it does not need: the block decoder stops before every
+// cpuid on any CPU (docs/record-replay.md). Reported so the table says what this host offers.
+static ProbeItem probe_fault(const char* name, bool cpuid) {
+  pid_t child = fork();
+  if (child < 0) return {name, false, "fork failed: " + errno_name(errno)};
+  if (child == 0) {
+    long r = cpuid ? syscall(SYS_arch_prctl, 0x1012 /* ARCH_SET_CPUID */, 0L)
+                   : prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+    if (r != 0) _exit(errno & 0xff);
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (cpuid)
+      asm volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    else
+      asm volatile("rdtsc" : "=a"(a), "=d"(d));
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child) return {name, false, "waitpid failed: " + errno_name(errno)};
+  std::string how = cpuid ? "arch_prctl(ARCH_SET_CPUID, 0)" : "prctl(PR_SET_TSC, PR_TSC_SIGSEGV)";
+  std::string insn = cpuid ? "cpuid" : "rdtsc";
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+    return {name, true, fmt::format("{} then {}: SIGSEGV{}", how, insn,
+                                    cpuid ? " (not needed: record/replay decodes cpuid itself)" : "")};
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    return {name, false, fmt::format("{}: {}", how, errno_name(WEXITSTATUS(status)))};
+  return {name, false, fmt::format("{} succeeded but {} ran without a fault", how, insn)};
+}
+
 ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStepProbe* block_step) {
   ProbeReport r;
   CpuId cpu = read_cpu_id();
@@ -297,6 +329,9 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStep
   DebugRegisterProbe dr = debug_registers ? *debug_registers : probe_debug_registers();
   r.debug_registers_work = dr.works;
   r.items.push_back({"debug registers", dr.works, dr.detail});
+
+  r.items.push_back(probe_fault("rdtsc trap (PR_SET_TSC)", false));
+  r.items.push_back(probe_fault("CPUID faulting", true));
 
   BtfResult btf = block_step ? *block_step : probe_btf();
   r.btf_works = btf.works;

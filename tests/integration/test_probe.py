@@ -36,3 +36,45 @@ def test_probe_debug_registers_agree_with_native_gdb():
         works, why, "fires" if fires else "never fires", out)
     if not works:
         assert re.search(r"no trap", why), why
+
+
+FAULT_CHECK = r"""
+#include <asm/prctl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void on_segv(int s) { (void)s; write(1, "faulted\n", 8); _exit(0); }
+int main(int argc, char** argv) {
+  signal(SIGSEGV, on_segv);
+  int cpuid = strcmp(argv[1], "cpuid") == 0;
+  long r = cpuid ? syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0L) : prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+  if (r != 0) { perror("request"); return 0; }
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (cpuid) __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+  else __asm__ volatile("rdtsc" : "=a"(a), "=d"(d));
+  puts("ran");
+  return 0;
+}
+"""
+
+
+def test_probe_instruction_faults_agree_with_a_native_check():
+    """The rdtsc trap and CPUID faulting lines say what a program asking for them sees."""
+    probe = server_probe()
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "f.c")
+        with open(src, "w") as f:
+            f.write(FAULT_CHECK)
+        exe = os.path.join(d, "f")
+        subprocess.run(["gcc", "-O0", src, "-o", exe], check=True, timeout=60)
+        for line, arg in (("rdtsc trap (PR_SET_TSC)", "rdtsc"), ("CPUID faulting", "cpuid")):
+            out = subprocess.run([exe, arg], capture_output=True, text=True, timeout=30)
+            native = "faulted" in out.stdout
+            works, why = probe[line]
+            assert works == native, (line, probe[line], out.stdout, out.stderr)
+            assert why, probe[line]
+    # Every x86-64 Linux host traps rdtsc on request; record/replay depends on it.
+    assert probe["rdtsc trap (PR_SET_TSC)"][0], probe

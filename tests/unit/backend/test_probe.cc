@@ -24,7 +24,7 @@ TEST_CASE("probe: report is complete and consistent", "[probe]") {
   INFO(table);
   for (const char* name : {"cpu", "hypervisor", "perf_event_paranoid", "perf branch counter", "perf BTS",
                            "LBR branch stack", "Intel PT", "debug registers", "BTF (PTRACE_SINGLEBLOCK)",
-                           "msr_helper (LBR module)"})
+                           "msr_helper (LBR module)", "rdtsc trap (PR_SET_TSC)", "CPUID faulting"})
     CHECK(find(r, name) != nullptr);
   for (const auto& i : r.items) {
     CHECK_FALSE(i.detail.empty());
