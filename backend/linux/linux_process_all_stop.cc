@@ -192,7 +192,12 @@ void LinuxProcess::stop_all_sync() {
   if (phase_ == Phase::Stopped) return;
   phase_ = Phase::Stopping;  // every handler now leaves threads where they stop
   stop_others();
-  while (alive_ && !all_stopped()) {
+  while (alive_ && (!all_stopped() || !stashed_.empty())) {
+    if (!stashed_.empty()) {  // a pause's taken statuses first (as poll_events does)
+      handle_stashed();
+      stop_others();
+      continue;
+    }
     bool progress = false;
     std::vector<pid_t> tids;
     for (const auto& [tid, t] : threads_)

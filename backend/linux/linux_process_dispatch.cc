@@ -59,6 +59,10 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
       return std::nullopt;
     }
     progress = false;
+    // A pause in the last status's handling (a catch-up) may have taken another thread's
+    // real event: handled before anything counts that thread as stopped for good (all-stop
+    // would report with it still inside a stub, its trap unseen by the engine).
+    if (!stashed_.empty()) handle_stashed();
     std::vector<pid_t> tids;
     tids.reserve(threads_.size());
     for (const auto& [tid, t] : threads_) tids.push_back(tid);
@@ -115,7 +119,7 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
       (void)leader_is_zombie(*leader);
     }
   }
-  if (stopping() && chosen_ && all_stopped()) return finish(*chosen_);
+  if (stopping() && chosen_ && all_stopped() && stashed_.empty()) return finish(*chosen_);
   // Every thread the client resumed has exited (the others it left stopped): nothing will ever
   // report otherwise (gdbserver's "no resumed" stop). Not while a status taken by a pause waits
   // to be handled (pause_running's stash): that thread is not running, but it has not stopped

@@ -457,7 +457,8 @@ def compare_threads(procs, prog, args, cmds, **kw):
         if n > 1 and software_lost_tail(sa, sb):
             warnings.warn("thread %d: the software source lost the end of its history" % n)
             continue
-        for kind in sa:
+        # The listings first: where they part says more than the counts of `info record`.
+        for kind in sorted(sa, key=lambda k: k == "info"):
             if sa[kind] != sb[kind]:
                 import difflib
                 first = next(i for i, (x, y) in enumerate(zip(sa[kind] + [""], sb[kind] + [""])) if x != y)

@@ -76,6 +76,7 @@ class PatchTracer {
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
     uint64_t stale_step_traps = 0;  // single-step traps on our own code, dropped
+    uint64_t stale_int3_traps = 0;  // hits of a site's int3 handled after it was gone
     uint64_t installs = 0;        // times the patches were written back (one per free run)
     uint64_t translated = 0;      // short blocks run from a translation
     uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
@@ -100,7 +101,8 @@ class PatchTracer {
   // be resumed as it was). Miss: a ret/indirect stub met an unknown target; the thread now
   // stands on the original instruction at *flow_addr, which the engine must execute.
   // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
-  // (its branch recorded) and is to be continued traced (which explores from there).
+  // (its branch recorded) and is to be continued traced (which explores from there). A hit
+  // of a site's int3 that is gone since (handled late) is a Miss at that site.
   StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr);
   // Work that waits for every thread stopped while others run free (their exits relinked to a
   // translation, a patch that came out fenced): the caller stops the others now and then and

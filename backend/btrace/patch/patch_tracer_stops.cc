@@ -157,13 +157,28 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
       ++stats_.misses;
       return StopKind::Miss;
     }
+    // The int3 of a site that is gone since the thread hit it (a pause took this stop first:
+    // a catch-up or an install patched the site, or took the int3 out, before the stop was
+    // handled). It is still that site's hit: the engine runs the instruction there as at
+    // its int3. Without this the SIGTRAP went to the client as the program's own.
+    siginfo_t si{};
+    bool have_si = ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si) == 0;
+    if (have_si && si.si_code == SI_KERNEL && sites_.count(regs.rip - 1)) {
+      uint8_t now = 0;
+      if (auto n = mem_.read(regs.rip - 1, std::span<uint8_t>(&now, 1)); n && *n == 1 && now != 0xcc) {
+        regs.rip -= 1;
+        ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+        *flow_addr = regs.rip;
+        ++stats_.stale_int3_traps;
+        return StopKind::Miss;
+      }
+    }
     // A single-step trap on an instruction of our own areas is stale: nothing steps through
     // stub code but normalize() and the syscall injector, which take their traps themselves,
     // and a client's step starts from the original code. Seen rarely on a forking or
     // multi-threaded program under load (a kernel TRAP_TRACE delivered after the thread was
     // continued); the thread goes on as it was.
-    siginfo_t si{};
-    if (::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si) == 0 && si.si_code == TRAP_TRACE && in_areas(regs.rip)) {
+    if (have_si && si.si_code == TRAP_TRACE && in_areas(regs.rip)) {
       ++stats_.stale_step_traps;
       return StopKind::Consumed;
     }
