@@ -156,6 +156,10 @@ bool PatchTracer::install_all(pid_t self) {
   for (pid_t tid : tasks) {
     if (tid == self) continue;
     uint64_t pc = pc_of(tid);
+    // Right after a site's first byte: a thread whose int3 trap is not handled yet (the
+    // engine moves it back to the site); exploring from there would decode from inside an
+    // instruction.
+    if (sites_.count(pc - 1)) continue;
     if (pc && region_of(pc) && !enter_stub(tid, pc)) instrument(tid, pc);
   }
   return true;
