@@ -2,6 +2,7 @@
 // what was tried and what happened.
 #include "backend/probe/probe.h"
 
+#include <asm/prctl.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
@@ -247,7 +248,7 @@ static ProbeItem probe_fault(const char* name, bool cpuid) {
     struct sigaction sa {};
     sa.sa_handler = [](int) { _exit(kFaulted); };
     sigaction(SIGSEGV, &sa, nullptr);
-    long r = cpuid ? syscall(SYS_arch_prctl, 0x1012 /* ARCH_SET_CPUID */, 0L)
+    long r = cpuid ? syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0L)
                    : prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
     if (r != 0) _exit(errno == kFaulted ? EINVAL : errno & 0xff);
     unsigned a = 0, b = 0, c = 0, d = 0;
