@@ -244,6 +244,9 @@ std::optional<FlowOutcome> BranchStepper::execute_flow(LinuxThread& t, const Flo
   }
   if (flow_is_emulatable(insn.kind))
     if (auto out = emulate(t, insn)) return *out;
+  // A syscall where other threads run: from a copy, so the int3 stays in for them (a call that
+  // blocks would keep it lifted for as long as it blocks).
+  if (insn.kind == FlowKind::Syscall && host_.run_syscall_displaced(t, insn)) return std::nullopt;
   // The CPU runs it (syscall, trap, or a form we cannot emulate): lift our int3 for one step.
   // Others keep running and could pass the lifted address unseen; only rare kinds get here.
   LiftedStep step{insn, 0};

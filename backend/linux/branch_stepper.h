@@ -46,6 +46,9 @@ class BranchStepper {
     virtual uint64_t pc(pid_t tid) const = 0;
     // Another thread is stepping with the int3 at addr lifted right now.
     virtual bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const = 0;
+    // Runs t's syscall instruction out of line, its int3 left in for the other threads: true
+    // when t was resumed so (its syscall stops finish it); false: lift it as any other.
+    virtual bool run_syscall_displaced(LinuxThread& t, const FlowInsn& insn) = 0;
     // Emulated watchpoints are set: every instruction must be a checked step.
     virtual bool watch_stepping() const = 0;
     // Non-stop mode: block patching stays with single-threaded programs there.

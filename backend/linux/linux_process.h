@@ -210,6 +210,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   StopEvent event(StopKind kind, pid_t tid, int signo) const override { return make_event(kind, tid, signo); }
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
+  bool run_syscall_displaced(LinuxThread& t, const FlowInsn& insn) override;
   bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
   bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
   bool non_stop_mode() const override { return non_stop_; }
@@ -262,6 +263,10 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // ---- syscall stops (linux_process_syscalls.cc) ----
   void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
   void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)
+  // Displaced syscalls (run_syscall_displaced): the page with the copy, mapped at first use;
+  // a thread stopped before its copy ran goes back to the original instruction.
+  uint64_t displaced_page(LinuxThread& t);
+  void undo_displaced(LinuxThread& t);
   bool at_syscall(pid_t tid);  // the instruction at the thread's pc is a syscall
 
   // ---- all-stop: stopping the others, settling (linux_process_all_stop.cc) ----
@@ -389,6 +394,8 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   std::map<uint64_t, FastSite> fast_sites_;
   std::map<uint64_t, std::string> fast_refused_;  // fast tracepoints left to int3s, and why
   FastAreas fast_;
+  uint64_t displaced_page_ = 0;     // `syscall; int3` that only displaced syscalls run (0: none yet)
+  bool displaced_refused_ = false;  // mapping it failed in this image: lift instead
   std::unique_ptr<SyscallInterceptor> interceptor_;  // replay's (set_syscall_interceptor)
   uint64_t interceptor_watch_ = 0;  // where its watch_pc() int3 is (0: none)
   // Moves the watch int3 to interceptor_->watch_pc() (after every interceptor call).

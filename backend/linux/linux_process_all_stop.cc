@@ -91,6 +91,7 @@ void LinuxProcess::report(LinuxThread& t, StopEvent ev) {
     set_mode(t, run::Normal{});
   }
   if (t.lifted_step && t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
+  undo_displaced(t);
   t.lifted_step.reset();
   t.signal_entry.reset();
   if (t.in<run::StepBranch>() || t.in<run::WatchStep>()) set_mode(t, run::Normal{});
@@ -167,6 +168,7 @@ void LinuxProcess::settle_threads() {
     if (t.watch_hit && !t.pending) t.pending = watch_event(tid, *t.watch_hit);
     t.watch_hit.reset();
     t.watch_step.reset();
+    undo_displaced(t);
     stepper_.settle(t);
     if (!t.in<run::RangeStep>() && !t.in<run::StepOver>()) set_mode(t, run::Normal{});
     tracer_->thread_stopped(tid);
@@ -220,6 +222,7 @@ void LinuxProcess::stop_all_sync() {
     else if (LinuxThread* t = find(unreported->tid); t && !t->pending) t->pending = unreported;
   }
   if (alive_) stepper_.patch_suspend(nullptr);  // stopped without a report: no patch shows either
+  for (auto& [tid, t] : threads_) undo_displaced(t);  // none left in our page (a detach may follow)
   chosen_.reset();
   ready_event_.reset();
   phase_ = Phase::Stopped;

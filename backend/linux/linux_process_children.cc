@@ -86,6 +86,8 @@ void LinuxProcess::handle_exec() {
   forget_fast_sites();
   conditions_.clear();
   code_cache_.clear();
+  displaced_page_ = 0;  // gone with the old image
+  displaced_refused_ = false;
   stepper_.patch_reset();
   watch_.forget_code();
   mem_.open(pid_);

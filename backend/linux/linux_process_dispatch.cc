@@ -224,6 +224,7 @@ void LinuxProcess::thread_exited(LinuxThread& t, int status) {
 }
 
 void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
+  undo_displaced(t);  // came before the copy ran: the signal is the original instruction's
   if (interceptor_) {
     // The direct branches passed so far count before the interceptor reads the thread's count.
     if (t.in<run::Traced>()) stepper_.commit_plan(t, get_pc(t.tid));
@@ -258,6 +259,7 @@ void LinuxProcess::handle_signal(LinuxThread& t, int sig) {
 }
 
 void LinuxProcess::handle_trap(LinuxThread& t) {
+  undo_displaced(t);
   siginfo_t si{};
   ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
   // A block step's DR6 (BS) before take_hit() clears it.

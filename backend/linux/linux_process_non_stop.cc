@@ -200,6 +200,7 @@ void LinuxProcess::settle_thread(LinuxThread& t) {
   if (t.watch_hit && !t.pending) t.pending = watch_event(t.tid, *t.watch_hit);
   t.watch_hit.reset();
   t.watch_step.reset();
+  undo_displaced(t);
   stepper_.settle(t);
   if (!t.in<run::RangeStep>() && !t.in<run::StepOver>()) set_mode(t, run::Normal{});
   tracer_->thread_stopped(t.tid);

@@ -214,12 +214,16 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   // A plain continue stops at syscalls while the client catches them; so does a checked
   // step over a syscall instruction (a single step would run through the syscall unseen).
   // A traced thread too: the syscall instruction ending its block runs lifted, under
-  // PTRACE_SYSCALL rather than a single step, and untraced stretches run under it.
+  // PTRACE_SYSCALL rather than a single step, and untraced stretches run under it. A displaced
+  // syscall always does (its entry stop moves it back), and so does what follows its entry
+  // (the exit stop records it).
   bool lifted_syscall = t.lifted_step && !t.signal_entry && t.lifted_step->insn.kind == FlowKind::Syscall;
-  bool syscall_stops = catch_syscalls_ &&
-                       ((!t.overlaid() && (t.in<run::Normal>() || t.in<run::Traced>() ||
-                                           (t.in<run::WatchStep>() && !run_ahead && (t.in_syscall || at_syscall(t.tid))))) ||
-                        (lifted_syscall && !t.in<run::WatchStep>() && !t.in<run::StepBranch>()));
+  bool displaced = lifted_syscall && t.lifted_step->displaced;
+  bool syscall_stops = displaced || (t.syscall_flow && !t.overlaid()) ||
+                       (catch_syscalls_ &&
+                        ((!t.overlaid() && (t.in<run::Normal>() || t.in<run::Traced>() ||
+                                            (t.in<run::WatchStep>() && !run_ahead && (t.in_syscall || at_syscall(t.tid))))) ||
+                         (lifted_syscall && !t.in<run::WatchStep>() && !t.in<run::StepBranch>())));
   long request = block ? kPtraceSingleblock
                  : syscall_stops && (!single || t.in<run::WatchStep>() || lifted_syscall) ? long{PTRACE_SYSCALL}
                  : single ? long{PTRACE_SINGLESTEP}

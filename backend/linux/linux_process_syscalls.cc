@@ -1,15 +1,22 @@
 // Syscall stops of LinuxProcess: QCatchSyscalls, the PTRACE_SYSCALL entry and exit stops, a
-// traced thread's syscall instruction that ends at its exit stop; and record/replay's other
-// interceptions of the program's own instructions (cpuid, rdrand...: take_nondeterministic).
+// traced thread's syscall instruction that ends at its exit stop (run out of line where other
+// threads run); and record/replay's other interceptions of the program's own instructions
+// (cpuid, rdrand...: take_nondeterministic).
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <utility>
 
 #include "backend/linux/linux_process.h"
+#include "backend/ptrace/proc_info.h"
+#include "backend/ptrace/remote_syscall.h"
 
 namespace backend {
 
@@ -29,6 +36,18 @@ struct SyscallInfo {
   };
 };
 constexpr uint8_t kSyscallInfoEntry = 1, kSyscallInfoExit = 2;
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kKeepClear = uint64_t{1} << 30;  // left free below the program for the loader
+constexpr int kMapFixedNoReplace = 0x100000;
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+// The page: the copy (`syscall`, then an int3 that nothing should reach), then its name.
+constexpr uint8_t kDisplacedCode[] = {0x0f, 0x05, 0xcc};
+constexpr char kDisplacedName[] = "branchstub-syscall";
+constexpr uint64_t kDisplacedNameAt = 16;
 
 }  // namespace
 
@@ -70,8 +89,19 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   t.in_syscall = entry;
   if (entry && t.lifted_step && !t.signal_entry && t.lifted_step->insn.kind == FlowKind::Syscall) {
     // The lifted syscall instruction has run up to its entry: our int3 goes back now (as after
-    // a lifted step); the exit stop records it.
+    // a lifted step); the exit stop records it. A displaced one returns to after the original
+    // (rip, and rcx, which the instruction loaded with it): a restart, a clone's child and a
+    // signal frame then see the original's address, never the copy's.
     if (t.lifted_step->lifted) (void)breakpoints_.lower(mem_, t.lifted_step->lifted);
+    if (uint64_t copy = t.lifted_step->displaced) {
+      user_regs_struct gp{};
+      uint64_t after = t.lifted_step->insn.addr + t.lifted_step->insn.len;
+      if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) == 0 && gp.rip == copy + 2) {
+        gp.rip = after;
+        if (gp.rcx == copy + 2) gp.rcx = after;
+        ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &gp);
+      }
+    }
     t.syscall_flow = t.lifted_step->insn;
     t.lifted_step.reset();
   }
@@ -104,6 +134,81 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   StopEvent ev = make_event(entry ? StopKind::SyscallEntry : StopKind::SyscallReturn, t.tid, SIGTRAP);
   ev.syscall_no = nr;
   report(t, ev);
+}
+
+// A traced thread's block ends in a syscall while other threads run. Lifting its int3 for the
+// call (as for other instructions the CPU must run) would let every other thread pass that
+// address untraced for as long as the call blocks: libc's read() has one syscall instruction
+// for all threads. Instead the thread runs a copy in a page of ours under PTRACE_SYSCALL; its
+// entry stop puts it back after the original (handle_syscall_stop), its exit stop records it.
+// Not under record/replay (whose layout must not change), nor for checked or stepbranch steps,
+// nor under block patching: there the calls that block run in place unstopped, only the rare
+// ones (rt_sigreturn, clone, exec) are int3 sites, and a syscall stop there would take the
+// patches out while an rt_sigreturn's frame may hold a stub's address.
+bool LinuxProcess::run_syscall_displaced(LinuxThread& t, const FlowInsn& insn) {
+  if (interceptor_ || stepper_.patcher() || threads_.size() < 2 || t.signal_entry || insn.len != 2 ||
+      t.in<run::WatchStep>() || t.in<run::StepBranch>())
+    return false;
+  uint8_t code[2] = {};
+  if (code_cache_.reader()(insn.addr, code) != sizeof code || code[0] != 0x0f || code[1] != 0x05) return false;
+  uint64_t copy = displaced_page(t);
+  if (!copy) return false;
+  set_pc(t.tid, copy);
+  t.lifted_step = LiftedStep{insn, 0, copy};
+  resume_thread(t, 0);
+  return true;
+}
+
+// One page per image, mapped with the other threads paused (the mmap runs from t's pc, over the
+// int3 there for one step). Away from the program (ld.so maps right below it), and named.
+uint64_t LinuxProcess::displaced_page(LinuxThread& t) {
+  if (displaced_page_ || displaced_refused_) return displaced_page_;
+  displaced_refused_ = true;  // one try per image
+  auto maps = read_memory_map(pid_);
+  if (!maps || maps->empty()) return 0;
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& m : *maps) {
+    used.emplace_back(m.start, m.end);
+    if (m.start >= kKeepClear) lowest = std::min(lowest, m.start);
+  }
+  if (lowest != UINT64_MAX) used.emplace_back(lowest - kKeepClear, lowest);
+  std::sort(used.begin(), used.end());
+  uint64_t hint = 0;
+  if (lowest != UINT64_MAX)
+    if (auto at = patch::free_range_near(used, lowest, lowest + 1, kPage)) hint = *at;
+  std::vector<pid_t> paused = pause_running(t.tid);
+  auto m = patch::inject_syscall(pid_, t.tid, mem_, SYS_mmap,
+                                 {hint, kPage, PROT_READ | PROT_EXEC,
+                                  static_cast<uint64_t>(MAP_PRIVATE | MAP_ANONYMOUS | (hint ? kMapFixedNoReplace : 0)), static_cast<uint64_t>(-1), 0});
+  uint64_t page = m && *m > 0 ? static_cast<uint64_t>(*m) : 0;
+  bool written = false;
+  if (page) {
+    auto c = mem_.write(page, kDisplacedCode);
+    auto n = mem_.write(page + kDisplacedNameAt,
+                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kDisplacedName), sizeof kDisplacedName));
+    written = c && *c == sizeof kDisplacedCode && n && *n == sizeof kDisplacedName;
+    // Its name in the maps (Linux 5.17+ with CONFIG_ANON_VMA_NAME; unnamed elsewhere).
+    if (written) (void)patch::inject_syscall(pid_, t.tid, mem_, SYS_prctl,
+                                             {PR_SET_VMA, PR_SET_VMA_ANON_NAME, page, kPage, page + kDisplacedNameAt, 0}, page);
+    if (!written) (void)patch::inject_syscall(pid_, t.tid, mem_, SYS_munmap, {page, kPage, 0, 0, 0, 0});
+  }
+  resume_paused(paused);
+  if (!written) {
+    log("process {}: no page for displaced syscalls; their int3s are lifted instead", pid_);
+    return 0;
+  }
+  log("process {}: displaced syscalls run at {:#x}", pid_, page);
+  displaced_page_ = page;
+  return page;
+}
+
+// t stopped before its displaced syscall ran (a signal, our SIGSTOP): back at the original
+// instruction, as if it had not started (it runs again when t goes on).
+void LinuxProcess::undo_displaced(LinuxThread& t) {
+  if (!t.lifted_step || !t.lifted_step->displaced) return;
+  if (!t.running && get_pc(t.tid) == t.lifted_step->displaced) set_pc(t.tid, t.lifted_step->insn.addr);
+  t.lifted_step.reset();
 }
 
 // The thread is about to execute the instruction at its pc (every engine stops before such an

@@ -57,7 +57,8 @@ const char* mode_name(const RunMode& mode);
 // someone else's int3) run by the CPU with our int3 lifted,
 struct LiftedStep {
   FlowInsn insn;
-  uint64_t lifted = 0;  // the address whose int3 we lifted (0: none)
+  uint64_t lifted = 0;     // the address whose int3 we lifted (0: none)
+  uint64_t displaced = 0;  // a syscall run out of line: the copy's address, until its entry stop
 };
 // and a traced thread single-stepping into a signal handler (the signal is a branch from the
 // last instruction executed before it).

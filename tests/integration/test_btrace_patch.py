@@ -6,7 +6,6 @@ patched code (breakpoints, single steps, memory reads), fill the ring, fork, and
 Each patch run also shows, in `monitor btrace status`, that branches really came from the ring
 in the program (not from a stop per block)."""
 import re
-import warnings
 
 import pytest
 
@@ -417,22 +416,12 @@ def test_threads_same_history_as_software(procs, ring):
         assert st["full"] > 3, st
 
 
-def software_lost_tail(sa, sb):
-    """The software listings of a thread are a strict prefix of the patch ones (the last
-    function-call line may end earlier)."""
-    insn_a, insn_b = sa["insn"], sb["insn"]
-    calls_a, calls_b = sa["calls"], sb["calls"]
-    return (len(insn_a) < len(insn_b) and insn_b[:len(insn_a)] == insn_a and len(calls_a) > 1 and
-            calls_b[:len(calls_a) - 1] == calls_a[:-1])
-
-
 def compare_threads(procs, prog, args, cmds, **kw):
     soft = session(procs, "soft", prog, args, cmds)
     patch = session(procs, "patch", prog, args, cmds, **kw)
     a, b = thread_sections(soft), thread_sections(patch)
     assert sorted(a) == list(range(1, THREADS + 1)), soft[-3000:]
     assert sorted(b) == sorted(a), patch[-3000:]
-    exact = 0
     for n in sorted(a):
         sa, sb = a[n], b[n]
         if n > 5:  # made inside the region: from their work on
@@ -441,22 +430,12 @@ def compare_threads(procs, prog, args, cmds, **kw):
             sb = {"insn": from_marker(sb["insn"], "late_work"), "calls": from_marker(sb["calls"], "late_work")}
         else:
             assert any("Recorded" in l for l in sa["info"]), (n, sa["info"])
-        # The software source (the truth) is itself wrong in two ways here, both around threads
-        # blocked in read()/write() while other threads make it stop them (see docs/btrace.md):
-        # a gap ("decode error") where it lost branches, or the end of a thread's history lost.
-        # Then the listings must be the same up to where it went wrong, and the patch source's
-        # must be whole (no gap; main's ends in trace_end, where it stopped).
-        gap = [i for i, l in enumerate(sa["insn"]) if "decode error" in l] + [len(sa["insn"])]
-        if any("decode error" in l for l in sa["insn"] + sa["calls"]):
-            warnings.warn("thread %d: the software source has a gap" % n)
-            assert not any("decode error" in l for l in sb["insn"] + sb["calls"]), (n, sb.get("info"))
-            assert sa["insn"][:gap[0]] == sb["insn"][:gap[0]], n
-            if n == 1:
-                assert "trace_end" in sb["calls"][-1], sb["calls"][-3:]
-            continue
-        if n > 1 and software_lost_tail(sa, sb):
-            warnings.warn("thread %d: the software source lost the end of its history" % n)
-            continue
+        # Whole on both sides: the software source once lost branches here (a gap, or a thread's
+        # last branches) when one thread blocked in read() with the int3 of libc's syscall
+        # lifted and others passed it; it now runs such a syscall out of line (docs/btrace.md).
+        for kind in ("insn", "calls"):
+            assert not any("decode error" in l for l in sa[kind]), (n, "soft", kind, sa.get("info"))
+            assert not any("decode error" in l for l in sb[kind]), (n, "patch", kind, sb.get("info"))
         # The listings first: where they part says more than the counts of `info record`.
         for kind in sorted(sa, key=lambda k: k == "info"):
             if sa[kind] != sb[kind]:
@@ -467,9 +446,41 @@ def compare_threads(procs, prog, args, cmds, **kw):
                 raise AssertionError("thread %d %s: patch source differs from the software source from line %d:\n"
                                      "soft:  %r\npatch: %r\n%s"
                                      % (n, kind, first, (sa[kind] + [""])[first], (sb[kind] + [""])[first], diff))
-        exact += 1
-    assert exact >= THREADS // 2, "only %d threads where the software source is whole" % exact
+    if 1 in a:
+        assert "trace_end" in a[1]["calls"][-1], a[1]["calls"][-3:]  # main's history runs to its stop
     return soft, patch
+
+
+@pytest.mark.parametrize("source", ["soft", "patch"])
+def test_syscalls_of_threads_are_recorded_where_another_thread_blocks(procs, source):
+    """A recorded thread blocks in libc's read() (its syscall run out of line by the software
+    source, docs/btrace.md) while the other passes that same syscall instruction three times,
+    both ways round; the blocked worker takes three signals there (SA_RESTART) and main creates
+    a thread: every read is in its thread's history, whole (before, a thread ran untraced past
+    the int3 lifted for the blocked one until its next stop: a decode error), the worker's
+    history shows its three handlers, the signal frames hold libc's pc (never the copy's), and
+    the program's output is what it is without us."""
+    prog = inferior("syscall_threads")
+    srv = procs.server(["--btrace-source=" + source, "--once", "{COMM}", prog])
+    cmds = HISTORY + ["handle SIGUSR1 nostop noprint pass", "break region_begin", "continue", "record btrace",
+                      "break region_end", "continue", "thread 1", "echo ==T1 calls==\\n",
+                      "record function-call-history", "echo ==END==\\n", "thread 2", "echo ==T2 calls==\\n",
+                      "record function-call-history", "echo ==END==\\n", "info record", "record stop",
+                      "delete", "continue"]
+    r = gdb_remote(srv, cmds, prog=prog, timeout=120)
+    assert "exited normally" in r.out, r.out[-3000:]
+    srv.wait_exit(20)
+    assert "frames 3, outside libc 0, own bytes 3, worker bytes 3, worker got x, child 7" in srv.stdout.text, srv.stdout.text[-500:]
+    t = thread_sections(r.out)
+    main, worker = t[1]["calls"], t[2]["calls"]
+    assert not any("decode error" in l for l in main + worker), r.out[-4000:]
+    assert "region_end" in main[-1], main[-5:]
+    # Each thread's three reads of its own pipe while the other blocked in read(): calls of
+    # libc's read in its history (and the worker's three handlers, each returning once).
+    assert sum(bool(re.search(r"\bread@plt", l)) for l in main) >= 4, main
+    assert sum(bool(re.search(r"\bread@plt", l)) for l in worker) >= 4, worker
+    assert sum("__restore_rt" in l for l in worker) == 3, worker
+
 
 @pytest.mark.parametrize("name,args", [
     ("patchshort", ["40"]),    # blocks shorter than a jmp rel32, a jcc at a block start, 1-byte ret
