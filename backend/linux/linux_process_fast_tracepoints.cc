@@ -25,25 +25,16 @@ namespace {
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kCodeArea = 1 << 20;
 constexpr uint64_t kMaxDataArea = 64ull << 20;
-constexpr uint64_t kKeepClear = 1ull << 30;  // stay this far below the code (ld.so maps right below it)
-constexpr int kMapFixedNoReplace = 0x100000;
 
 }  // namespace
 
 Result<void> LinuxProcess::map_fast_areas(pid_t tid, uint64_t near) {
   auto maps = read_memory_map(pid_);
   if (!maps) return maps.error();
-  std::vector<std::pair<uint64_t, uint64_t>> used;
-  for (const auto& m : *maps) used.emplace_back(m.start, m.end);
-  std::sort(used.begin(), used.end());
-  auto away = used;
-  if (near > kKeepClear) away.emplace_back(near - kKeepClear, near);
-  std::sort(away.begin(), away.end());
-  auto at = patch::free_range_near(away, near, near + 1, kCodeArea);
-  if (!at) at = patch::free_range_near(used, near, near + 1, kCodeArea);
+  auto at = patch::free_range_below_clear(*maps, near, near + 1, kCodeArea);
   if (!at) return Error{ENOMEM, "no free address range within jump reach of the tracepoint"};
   auto code = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                    {*at, kCodeArea, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
+                                    {*at, kCodeArea, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | patch::kMapFixedNoReplace,
                                      static_cast<uint64_t>(-1), 0});
   if (!code) return code.error();
   if (*code < 0 || static_cast<uint64_t>(*code) != *at) return Error{ENOMEM, "the pad area could not be mapped near the code"};

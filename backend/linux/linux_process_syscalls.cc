@@ -38,8 +38,6 @@ struct SyscallInfo {
 constexpr uint8_t kSyscallInfoEntry = 1, kSyscallInfoExit = 2;
 
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kKeepClear = uint64_t{1} << 30;  // left free below the program for the loader
-constexpr int kMapFixedNoReplace = 0x100000;
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
@@ -166,21 +164,16 @@ uint64_t LinuxProcess::displaced_page(LinuxThread& t) {
   displaced_refused_ = true;  // one try per image
   auto maps = read_memory_map(pid_);
   if (!maps || maps->empty()) return 0;
-  std::vector<std::pair<uint64_t, uint64_t>> used;
   uint64_t lowest = UINT64_MAX;
-  for (const auto& m : *maps) {
-    used.emplace_back(m.start, m.end);
-    if (m.start >= kKeepClear) lowest = std::min(lowest, m.start);
-  }
-  if (lowest != UINT64_MAX) used.emplace_back(lowest - kKeepClear, lowest);
-  std::sort(used.begin(), used.end());
+  for (const auto& m : *maps)
+    if (m.start >= patch::kKeepClear) lowest = std::min(lowest, m.start);
   uint64_t hint = 0;
   if (lowest != UINT64_MAX)
-    if (auto at = patch::free_range_near(used, lowest, lowest + 1, kPage)) hint = *at;
+    if (auto at = patch::free_range_below_clear(*maps, lowest, lowest + 1, kPage, true)) hint = *at;
   std::vector<pid_t> paused = pause_running(t.tid);
   auto m = patch::inject_syscall(pid_, t.tid, mem_, SYS_mmap,
                                  {hint, kPage, PROT_READ | PROT_EXEC,
-                                  static_cast<uint64_t>(MAP_PRIVATE | MAP_ANONYMOUS | (hint ? kMapFixedNoReplace : 0)), static_cast<uint64_t>(-1), 0});
+                                  MAP_PRIVATE | MAP_ANONYMOUS | (hint ? patch::kMapFixedNoReplace : 0), static_cast<uint64_t>(-1), 0});
   uint64_t page = m && *m > 0 ? static_cast<uint64_t>(*m) : 0;
   bool written = false;
   if (page) {

@@ -107,4 +107,17 @@ std::optional<uint64_t> free_range_near(const std::vector<std::pair<uint64_t, ui
   return best;
 }
 
+std::optional<uint64_t> free_range_below_clear(const std::vector<MemoryRegion>& maps, uint64_t lo, uint64_t hi,
+                                               uint64_t size, bool keep_clear_only) {
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  for (const auto& m : maps) used.emplace_back(m.start, m.end);
+  std::sort(used.begin(), used.end());
+  auto away = used;
+  if (lo > kKeepClear) away.emplace_back(lo - kKeepClear, lo);
+  std::sort(away.begin(), away.end());
+  auto at = free_range_near(away, lo, hi, size);
+  if (!at && !keep_clear_only) at = free_range_near(used, lo, hi, size);
+  return at;
+}
+
 }  // namespace backend::patch

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/error.h"
+#include "backend/memory_region.h"
 #include "backend/ptrace/proc_memory.h"
 
 namespace backend::patch {
@@ -30,5 +31,15 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
 // Below lo first (the heap grows above a program), nearest first. nullopt if none.
 std::optional<uint64_t> free_range_near(const std::vector<std::pair<uint64_t, uint64_t>>& used, uint64_t lo,
                                         uint64_t hi, uint64_t size);
+
+// Left free below code we map near: ld.so and mmap place new mappings right below the lowest
+// ones, and an area of ours there would move the libraries loaded after it.
+inline constexpr uint64_t kKeepClear = uint64_t{1} << 30;
+inline constexpr uint64_t kMapFixedNoReplace = 0x100000;  // MAP_FIXED_NOREPLACE (Linux 4.17; before: a hint)
+
+// free_range_near over a process's mappings, with the kKeepClear below lo kept free; where
+// nothing is free so, anywhere in reach (none when keep_clear_only).
+std::optional<uint64_t> free_range_below_clear(const std::vector<MemoryRegion>& maps, uint64_t lo, uint64_t hi,
+                                               uint64_t size, bool keep_clear_only = false);
 
 }  // namespace backend::patch

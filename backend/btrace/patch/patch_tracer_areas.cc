@@ -23,8 +23,6 @@ namespace {
 constexpr uint64_t kRingBytes = 1 << 20;        // 256 Ki direct branches between drains
 constexpr uint64_t kMinCodeArea = 1 << 20;
 constexpr uint64_t kMaxCodeArea = 64 << 20;
-constexpr long kMapFixedNoReplace = 0x100000;   // MAP_FIXED_NOREPLACE (Linux 4.17)
-constexpr uint64_t kKeepClear = uint64_t{1} << 30;  // left free below a module for the loader
 
 bool failed(int64_t r) { return r < 0 && r > -4096; }
 
@@ -95,7 +93,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   // A hint well below every module (not where the next library would go); only a hint.
   uint64_t lowest = UINT64_MAX;
   for (const auto& reg : regions_) lowest = std::min(lowest, reg.lo);
-  uint64_t hint = lowest > 4 * kKeepClear ? (lowest - 3 * kKeepClear) & ~(kPage - 1) : 0;
+  uint64_t hint = lowest > 4 * patch::kKeepClear ? (lowest - 3 * patch::kKeepClear) & ~(kPage - 1) : 0;
   if (!flush_all()) return Error{EIO, "cannot write the program's code"};
   if (auto gone = unmap_inherited_areas(tid, hint); !gone) return gone.error();
   auto r = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
@@ -190,17 +188,8 @@ bool PatchTracer::next_code_area(pid_t tid, Region& r, uint64_t bytes) {
 Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
   auto maps = read_memory_map(pid_);
   if (!maps) return maps.error();
-  std::vector<std::pair<uint64_t, uint64_t>> used;
-  for (const auto& m : *maps) used.emplace_back(m.start, m.end);
-  std::sort(used.begin(), used.end());
   uint64_t size = std::clamp<uint64_t>(((r.hi - r.lo) * 4 + kMinCodeArea) & ~(kPage - 1), kMinCodeArea, kMaxCodeArea);
-  // Well below the module first (1 GiB): ld.so and mmap place new mappings right below the
-  // lowest ones, and a stub area there would move the libraries loaded after it.
-  auto away = used;
-  if (r.lo > kKeepClear) away.emplace_back(r.lo - kKeepClear, r.lo);
-  std::sort(away.begin(), away.end());
-  auto at = patch::free_range_near(away, r.lo, r.hi, size);
-  if (!at) at = patch::free_range_near(used, r.lo, r.hi, size);
+  auto at = patch::free_range_below_clear(*maps, r.lo, r.hi, size);  // well below the module first
   if (!at) return Error{ENOMEM, "no free address range within rel32 reach of the program's code"};
   if (!flush_all()) return Error{EIO, "cannot write the program's code"};
   if (auto shared = map_shared(tid, *at, true, size, PROT_READ | PROT_EXEC)) {
@@ -211,7 +200,7 @@ Result<void> PatchTracer::map_code_area(pid_t tid, Region& r) {
     return {};
   }
   auto m = patch::inject_syscall(pid_, tid, mem_, SYS_mmap,
-                                 {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | kMapFixedNoReplace,
+                                 {*at, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | patch::kMapFixedNoReplace,
                                   static_cast<uint64_t>(-1), 0},
                                  scratch_);
   if (!m) return m.error();
