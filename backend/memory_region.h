@@ -13,6 +13,7 @@ struct MemoryRegion {
   bool read = false, write = false, exec = false;
   std::string name;   // path or [heap]/[stack]/[vdso]...
   uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
+  uint64_t inode = 0;   // the mapped file's inode (the fifth column); 0 if none
 };
 
 // lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).

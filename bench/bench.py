@@ -58,6 +58,10 @@ class Server:
         raise RuntimeError("%s did not start: %s" % (self.kind, self.log.read()[-2000:]))
 
     def __exit__(self, *exc):
+        try:  # --once: it exits after the client's kill (and writes its plans first)
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()

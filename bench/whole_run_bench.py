@@ -9,8 +9,8 @@ perf_counter) from the `continue` to the `exit_group` catchpoint (`catch syscall
 so the session's own stops are included, as gdbserver's would be):
   loader: the program stopped at the loader's first instruction; no recording ("session"),
           then `record btrace` with a 1 GiB buffer (the whole run kept) before the continue
-          ("recorded"), twice in a row ("2nd run": what a warm plan would lower; branchstub
-          keeps no plan between runs yet, so it measures the spread).
+          ("recorded": each session with an empty plan cache, a first run), then again with
+          the plan cache one recorded run left ("2nd run": the warm plan, --plan-cache).
   main:   the same from a breakpoint at `__libc_start_main` (Debian's programs are stripped;
           the loader and the libraries' start are done), with the default buffer (64 KiB).
 overhead = 1 + (recorded - session) / native, the measure issue 30's aims are written in
@@ -21,6 +21,7 @@ first encounters cost. Not a pass/fail test: it prints a markdown table (docs/be
 import argparse
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,9 +47,9 @@ def rows(build, tmp, which):
     return [r for r in table if r[0] in which]
 
 
-def session(exe, prog, args, start, record):
+def session(exe, prog, args, start, record, plans):
     """Seconds from the continue to the exit_group stop, and `monitor btrace status`'s patch line."""
-    with bench.Server("patch", exe, prog, args, ["--btrace-source=patch"]) as s:
+    with bench.Server("patch", exe, prog, args, ["--btrace-source=patch", "--plan-cache=" + plans]) as s:
         cmds = ["set sysroot /", "set breakpoint pending on"]
         if start == "main":
             cmds += ["break __libc_start_main", "continue", "delete"]
@@ -65,11 +66,18 @@ def session(exe, prog, args, start, record):
     if not m or "exit_group" not in out:
         raise SystemExit("%s %s (%s) failed:\n%s" % (prog, args, start, out[-3000:]))
     status = re.search(r"patch: (\d+) block ends patched, (\d+) left to stops.*", out)
-    return float(m.group(1)), status.group(0) if status else ""
+    return float(m.group(1)), re.sub(r"; areas in the program.*", "", status.group(0)) if status else ""
 
 
-def median_session(exe, prog, args, start, record, runs):
-    got = [session(exe, prog, args, start, record) for _ in range(runs)]
+def median_session(exe, prog, args, start, record, runs, warm=False):
+    """Cold: every session with an empty plan cache. Warm: each after one recorded run of its own."""
+    got = []
+    for _ in range(runs):
+        plans = tempfile.mkdtemp(prefix="bs-bench-plans-")
+        if warm:
+            session(exe, prog, args, start, record, plans)
+        got.append(session(exe, prog, args, start, record, plans))
+        shutil.rmtree(plans, ignore_errors=True)
     return statistics.median(t for t, _ in got), got[-1][1]
 
 
@@ -89,11 +97,12 @@ def main():
         for start in ("loader", "main"):
             plain, _ = median_session(exe, prog, args, start, False, a.runs)
             first, status = median_session(exe, prog, args, start, True, a.runs)
-            second, _ = median_session(exe, prog, args, start, True, a.runs)
+            second, warm_status = median_session(exe, prog, args, start, True, a.runs, warm=True)
             print("| %s | %s | %.1f ms | %.0f ms | %.0f ms | %.0f ms | %.1fx | %.1fx |" % (
                 title, start, nat * 1e3, plain * 1e3, first * 1e3, second * 1e3, 1 + (first - plain) / nat,
                 1 + (second - plain) / nat), flush=True)
             print("  %s from %s: %s" % (title, start, status), file=sys.stderr, flush=True)
+            print("  %s from %s, 2nd run: %s" % (title, start, warm_status), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

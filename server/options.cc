@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <filesystem>
 
 #include "server/log.h"
 
@@ -147,7 +148,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       args.push_back(arg);
       // CLI11 also takes "--opt VALUE": the value is not COMM.
       bool value_follows = arg == "--debug-file" || arg == "--btrace-source" || arg == "--busy-poll" ||
-                           arg == "--coverage" || arg == "--coverage-format";
+                           arg == "--coverage" || arg == "--coverage-format" || arg == "--plan-cache";
       if (value_follows && i + 1 < argc) args.push_back(argv[++i]);
     }
   }
@@ -178,6 +179,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_option("--btrace-source", options.btrace_source)
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft", "patch"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
+  app.add_option("--plan-cache", options.plan_cache);
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
   app.add_option("--coverage", options.coverage_file);
   app.add_option("--coverage-format", options.coverage_format)->check(CLI::IsMember({"drcov", "drcov3", "lcov"}));
@@ -202,6 +204,10 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "                        auto: perf BTS where it opens, else patch (the\n"
                                     "                        software tracer with block ends patched to record in\n"
                                     "                        the program); soft: a stop at every block end\n"
+                                    "  --plan-cache=DIR|off  where --btrace-source=patch keeps, per module file,\n"
+                                    "                        where its exploration had to stop, so that the next\n"
+                                    "                        recording explores that at once (default:\n"
+                                    "                        $XDG_CACHE_HOME or ~/.cache, /branchstub/plans)\n"
                                     "  --watchpoints=auto|hardware|software\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
                                     "                        or emulated by single-stepping (auto: hardware where\n"
@@ -222,6 +228,14 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   if (version)
     return EarlyExit{0, std::string("branchstub ") + BRANCHSTUB_VERSION + "\n"
                         "A gdbserver-compatible remote debug server with branch tracing.\n"};
+  if (options.plan_cache) {
+    if (options.plan_cache->empty()) return EarlyExit{1, "branchstub: --plan-cache: empty directory name (off turns it off).\n"};
+    if (*options.plan_cache != "off" && options.plan_cache->front() != '/') {
+      std::error_code ec;
+      auto abs = std::filesystem::absolute(*options.plan_cache, ec);
+      if (!ec) options.plan_cache = abs.string();
+    }
+  }
   if (no_shell) options.startup_with_shell = false;
   if (no_disable_rand) options.disable_randomization = false;
   if (no_writes) options.allow_file_writes = false;

@@ -44,6 +44,9 @@ struct ServerOptions {
   std::string btrace_source = "auto";  // auto | bts | lbr | soft | patch
   std::string watchpoints = "auto";    // auto | hardware | software (see backend/points/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
+  // --plan-cache=DIR|off: where the block-patching source keeps what it explored between runs
+  // (backend/btrace/patch/plan_cache.h); unset: the user's cache directory.
+  std::optional<std::string> plan_cache;
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
   bool selftest = false;                // --selftest: run the built-in self-checks and exit
   std::vector<std::string> selftest_filters;  // --selftest=FILTER (substring of a check's name)

@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "backend/btrace/patch/plan_cache.h"
 #include "backend/btrace/perf/perf_pt.h"
 #include "backend/features.h"
 #include "backend/host/cpu_id.h"
@@ -59,6 +60,11 @@ const backend::TraceSetup& Server::trace_setup() {
     setup.lbr_unavailable = backend::lbr_unavailable_reason(backend::LbrDevice::kDefaultPath, device.error(), cpu);
   }
   setup.feeds = hooks_.trace_feeds;
+  // A replay's code must stay as it was recorded: it never plans ahead.
+  if (!options_.replay_dir)
+    setup.plan_cache_dir = !options_.plan_cache ? backend::patch::default_plan_dir()
+                           : *options_.plan_cache == "off" ? std::string()
+                                                           : *options_.plan_cache;
   if (setup.feeds && setup.feeds->serves_pt()) {
     setup.pt = true;
   } else {

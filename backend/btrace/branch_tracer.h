@@ -40,6 +40,8 @@ struct TraceSetup {
   // BTS and PT from elsewhere than perf events, and the patch ring's size: only the test build
   // of the server sets it (backend/btrace/trace_feeds.h); null: the hardware, as always.
   std::shared_ptr<TraceFeeds> feeds;
+  // Where the block-patching source keeps its plans between runs (patch/plan_cache.h); "": none.
+  std::string plan_cache_dir;
 };
 
 struct PtData {

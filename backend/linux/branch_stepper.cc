@@ -424,9 +424,14 @@ void BranchStepper::settle(LinuxThread& t) {
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
         "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites, "
-        "{} catch-ups with the other threads stopped; {} areas shared with the server{}{}",
+        "{} catch-ups with the other threads stopped; {}; {} areas shared with the server{}{}",
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
-        int3_stops_, catch_ups_, s.shared_areas,
+        int3_stops_, catch_ups_,
+        patch_->plan_dir().empty()
+            ? std::string("plan cache off")
+            : fmt::format("plan cache: {} block starts explored ahead, {} dropped, {} learned", s.plan_starts,
+                          s.plan_dropped, s.plan_learned),
+        s.shared_areas,
         s.private_areas ? fmt::format(", {} private ({})", s.private_areas, patch_->private_why()) : std::string(),
         patch_->disabled_reason().empty() ? std::string() : "; off: " + patch_->disabled_reason());
     std::string_view sep = "; areas in the program: ";  // the data page first

@@ -58,11 +58,13 @@ Result<std::vector<MemoryRegion>> read_memory_map(pid_t pid) {
     // start-end perms offset dev inode [path]
     MemoryRegion r;
     char perms[8] = {};
-    unsigned long long start = 0, end = 0, offset = 0;
+    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
     int consumed = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset, &consumed) < 4) continue;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %llu %n", &start, &end, perms, &offset, &inode, &consumed) < 4)
+      continue;
     r.start = start;
     r.offset = offset;
+    r.inode = inode;
     r.end = end;
     r.read = perms[0] == 'r';
     r.write = perms[1] == 'w';

@@ -395,8 +395,15 @@ class SessionProcs:
         self.servers = []
         self.popens = []
         self.allowed = set()   # pids a test deliberately leaves running until teardown
+        # Each test's servers keep their block-patching plans here, not in the user's cache:
+        # a test starts cold whatever ran before it (the plan tests name their own).
+        self.plan_dir = tempfile.mkdtemp(prefix="bs-plans-")
 
     def server(self, args, **kw):
+        binary = kw.get("binary") or ""
+        if ("gdbserver" not in os.path.basename(binary) and args and args[0] not in ("record", "replay")
+                and not any(a.startswith("--plan-cache") for a in args)):
+            args = ["--plan-cache=" + self.plan_dir] + list(args)
         s = Server(args, **kw)
         self.servers.append(s)
         return s
@@ -426,6 +433,7 @@ class SessionProcs:
             _kill_proc(p, grace=0.5)
         left = find_inferior_processes()
         kill_pids([pid for pid, _, _ in left])
+        shutil.rmtree(self.plan_dir, ignore_errors=True)
         return [x for x in left if x[0] not in self.allowed]
 
 

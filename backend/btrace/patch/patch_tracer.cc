@@ -18,11 +18,12 @@ namespace backend {
 
 PatchTracer::PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code,
                          std::unique_ptr<TraceManager>& tracer)
-    : mem_(mem), breakpoints_(breakpoints), code_(code), tracer_(tracer), pid_(mem.pid()) {
+    : mem_(mem), breakpoints_(breakpoints), code_(code), tracer_(tracer), pid_(mem.pid()),
+      plan_cache_(tracer ? tracer->plan_cache_dir() : std::string()) {
   if (tracer_) tracer_->forget_fixed_ids();  // edge ids start again from 0: histories must not reuse the old ones
 }
 
-PatchTracer::~PatchTracer() = default;
+PatchTracer::~PatchTracer() { save_plans(); }
 
 PatchTracer::Region* PatchTracer::region_of(uint64_t addr) {
   for (auto& r : regions_)
@@ -185,6 +186,7 @@ void PatchTracer::suspend(PatchThread* t) {
 
 bool PatchTracer::release(pid_t tid) {
   suspend(nullptr);
+  save_plans();
   bool ok = true;
   (void)flush_all();
   for (auto [lo, hi] : areas()) {

@@ -36,6 +36,7 @@
 //   patch_tracer_drain.cc    rings drained into the histories; the dynamic stubs' inline caches
 //   patch_tracer_stops.cc    on_stop, moving a thread out of a stub, thread events
 //   patch_tracer_memory.cc   the memory view: unshadow, read_code, restore_into, invalidate
+//   patch_tracer_plans.cc    the warm plan: block starts kept on disk between runs (plan_cache.h)
 //   patch_tracer_detail.h    constants and a helper shared by those files (private)
 #pragma once
 
@@ -57,6 +58,7 @@
 #include "backend/btrace/patch/stub_encoder.h"
 #include "backend/btrace/patch/shared_mapping.h"
 #include "backend/btrace/patch/area_writes.h"
+#include "backend/btrace/patch/plan_cache.h"
 #include "backend/btrace/trace_manager.h"
 #include "backend/x86/block_cache.h"
 #include "backend/btrace/patch/patch_thread.h"
@@ -82,6 +84,9 @@ class PatchTracer {
     uint64_t frontier = 0;        // frontier traps reached (exploration went on from there)
     uint64_t shared_areas = 0;    // areas the server maps too (written and drained without system calls)
     uint64_t private_areas = 0;   // areas only the program maps (sharing failed: private_why)
+    uint64_t plan_starts = 0;     // block starts explored at once from the plan cache
+    uint64_t plan_dropped = 0;    // of the cache's, those whose block no longer ends where it said
+    uint64_t plan_learned = 0;    // block starts exploration had to stop for (the next run's plan)
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -154,6 +159,7 @@ class PatchTracer {
   const Stats& stats() const { return stats_; }
   const std::string& disabled_reason() const { return disabled_; }
   const std::string& private_why() const { return private_why_; }  // why the first area is not shared
+  const std::string& plan_dir() const { return plan_cache_.dir(); }  // "": no plan cache
   bool installed() const { return installed_; }
 
  private:
@@ -165,6 +171,10 @@ class PatchTracer {
     // Its earlier stub areas, full: their stubs stay, reached from their patches.
     std::vector<std::pair<uint64_t, uint64_t>> full_areas;
     bool writable = false;     // some mapping of it is writable: its bytes are never copied
+    uint64_t inode = 0, file_offset = 0;  // of the file, and the file offset of lo
+    std::string plan_key;      // its plan's key in the cache ("" none)
+    bool plan_looked = false;  // plan_key computed
+    bool seeded = false;       // the cached plan's block starts explored
   };
   struct StubInfo {
     uint64_t flow = 0;   // the control-flow instruction it stands for
@@ -226,8 +236,23 @@ class PatchTracer {
   bool set_gs(pid_t tid, Ring& r, bool ours);
 
   // patch_tracer_explore.cc
+  // How many direct edges deep exploration plans from where a thread stands (see instrument()).
+  static constexpr unsigned kExploreDepth = 5;
   std::optional<uint64_t> slot_target(const FlowInsn& f) const;
   void instrument(pid_t tid, uint64_t pc);
+
+  // patch_tracer_plans.cc: the warm plan (plan_cache.h) of each module
+  struct PlanState {
+    uint64_t code_bytes = 0, file_offset = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> cached;  // as loaded; the valid ones once seeded
+    std::set<std::pair<uint32_t, uint32_t>> learned;    // exploration roots of this run
+    bool dropped = false;  // a cached start was wrong: the file is written anew, not merged
+  };
+  PlanState* plan_of(Region& r);
+  // Exploration is to begin at pc (not visited): the first time in a module, every block start
+  // of its cached plan that still holds joins `work`; pc is learned for the next run.
+  void use_plan(uint64_t pc, std::vector<std::pair<uint64_t, unsigned>>& work);
+  void save_plans();
   void open_frontiers();
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
   bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
@@ -349,6 +374,8 @@ class PatchTracer {
   std::vector<std::pair<size_t, size_t>> drain_marks_;  // drain(): (offset, branches before it)
   std::vector<Branch> batch_;       // drain(): the dynamic entries' branches
   std::vector<uint32_t> entries_;   // drain(): edge ids, or BranchRing::kExplicit | index in batch_
+  patch::PlanCache plan_cache_;
+  std::map<std::string, PlanState> plans_;  // by key (a module unmapped and mapped again keeps its own)
   Stats stats_;
 };
 

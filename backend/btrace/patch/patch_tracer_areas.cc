@@ -45,8 +45,14 @@ bool PatchTracer::sync_regions() {
       now.back().hi = m.end;
       now.back().writable = now.back().writable || m.write;
     } else {
-      now.push_back(Region{m.start, m.end, 0, 0, 0, m.name});
+      Region r;
+      r.lo = m.start;
+      r.hi = m.end;
+      r.name = m.name;
+      now.push_back(std::move(r));
       now.back().writable = m.write;
+      now.back().inode = m.inode;
+      now.back().file_offset = m.offset;
     }
   }
   bool dropped = false;

@@ -32,8 +32,8 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // to a block beyond goes to a frontier trap; when the thread gets there, exploration goes
   // on from there and the exit is linked to the block. 5 measured best on ls -l (3: more
   // frontier stops; 8 and 12: more planning of what never runs).
-  constexpr unsigned kExploreDepth = 5;
   std::vector<std::pair<uint64_t, unsigned>> work{{pc, 0}};
+  if (!visited_.count(pc)) use_plan(pc, work);
   std::vector<uint64_t> dirty, fresh;
   for (size_t w = 0; w < work.size(); ++w) {
     auto [b, depth] = work[w];

@@ -91,6 +91,26 @@ TEST_CASE("busy-poll option: default, explicit, off, bad values") {
   CHECK(std::holds_alternative<EarlyExit>(parse({"--busy-poll=1000000", ":1", "p"})));
 }
 
+TEST_CASE("plan-cache option: unset, a directory (made absolute), off, empty refused") {
+  auto d = parse({":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(d));
+  CHECK_FALSE(std::get<ServerOptions>(d).plan_cache);
+  auto abs = parse({"--plan-cache=/var/tmp/plans", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(abs));
+  CHECK(std::get<ServerOptions>(abs).plan_cache == "/var/tmp/plans");
+  auto rel = parse({"--plan-cache", "plans", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(rel));
+  auto& o = std::get<ServerOptions>(rel);
+  REQUIRE(o.plan_cache);
+  CHECK(o.plan_cache->front() == '/');
+  CHECK(o.plan_cache->ends_with("/plans"));
+  CHECK(o.program == std::vector<std::string>{"p"});
+  auto off = parse({"--plan-cache=off", ":1", "p"});
+  REQUIRE(std::holds_alternative<ServerOptions>(off));
+  CHECK(std::get<ServerOptions>(off).plan_cache == "off");
+  CHECK(std::holds_alternative<EarlyExit>(parse({"--plan-cache=", ":1", "p"})));
+}
+
 TEST_CASE("unknown options are refused with gdbserver's words, not taken for COMM") {
   auto r = parse({"--once", "--no-such-option", ":1", "prog"});
   REQUIRE(std::holds_alternative<EarlyExit>(r));

@@ -1,0 +1,108 @@
+"""The block-patching source's warm plan (issue 30; backend/btrace/patch/plan_cache.h): a
+recording keeps, per module file, the block starts its exploration had to stop for, and the next
+recording of the same files explores them at its first stop in each module. What is checked,
+through GDB and `monitor btrace status`: the second run stops far less for exploration, both
+runs give the software source's history line by line, a damaged plan costs nothing but its
+wrong entries (dropped, the file written anew), and `--plan-cache=off` keeps nothing."""
+import os
+import re
+import struct
+
+import pytest
+
+from harness import inferior
+from test_btrace_patch import REGION, normalized, session
+
+pytestmark = pytest.mark.branchstub_only
+
+
+def plan_status(out):
+    m = re.search(r"(\d+) unknown ret/indirect targets.* (\d+) frontier traps, (\d+) stops at int3 sites.*?; "
+                  r"plan cache: (\d+) block starts explored ahead, (\d+) dropped, (\d+) learned", out)
+    assert m, "no plan status in:\n" + out[-3000:]
+    keys = ("unknown", "frontier", "int3", "ahead", "dropped", "learned")
+    return dict(zip(keys, map(int, m.groups())))
+
+
+def same(a, b, what):
+    if normalized(a) != normalized(b):
+        import difflib
+        diff = "\n".join(list(difflib.unified_diff(normalized(a), normalized(b), "soft", what, lineterm=""))[:80])
+        raise AssertionError("%s differs from the software source:\n%s" % (what, diff))
+
+
+def plans(directory):
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".plan"))
+
+
+def test_a_second_recording_starts_from_the_first_ones_plan(procs, tmp_path):
+    prog = inferior("patchlibs")
+    cache = str(tmp_path / "plans")
+    soft = session(procs, "soft", prog, ["30"], REGION)
+    assert "Recorded" in soft, soft[-3000:]
+
+    cold = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, cold, "first run")
+    first = plan_status(cold)
+    assert first["ahead"] == 0 and first["learned"] > 10, first
+    # one file per module the run explored: the program, libc, the loader at least... and
+    # each names its module by build id
+    files = plans(cache)
+    assert len(files) >= 2, files
+    assert all(os.path.basename(f).startswith(("b", "f")) for f in files), files
+
+    warm = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, warm, "second run")
+    second = plan_status(warm)
+    assert second["ahead"] >= first["learned"] // 2, (first, second)
+    assert second["dropped"] == 0, second
+    # the stops exploration cost: frontier traps and unknown targets, mostly gone
+    assert second["frontier"] + second["unknown"] < (first["frontier"] + first["unknown"]) // 3, (first, second)
+
+
+def test_a_damaged_plan_costs_only_its_wrong_entries(procs, tmp_path):
+    prog = inferior("patchlibs")
+    cache = str(tmp_path / "plans")
+    soft = session(procs, "soft", prog, ["30"], REGION)
+    session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    # Every block start moved one byte on (into its first instruction, or onto another start
+    # whose block does not end there): decoded again, none may be planned.
+    damaged = 0
+    for path in plans(cache):
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        count = struct.unpack_from("<I", data, 24)[0]
+        for i in range(count):
+            start, end = struct.unpack_from("<II", data, 32 + 8 * i)
+            if start < end:
+                struct.pack_into("<I", data, 32 + 8 * i, start + 1)
+                damaged += 1
+        with open(path, "wb") as f:
+            f.write(data)
+    assert damaged > 10
+
+    out = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, out, "run with a damaged plan")
+    st = plan_status(out)
+    assert st["dropped"] > 0, st
+    # the file was written anew without them: the next run drops none
+    again = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, again, "run after the damaged plan")
+    st2 = plan_status(again)
+    assert st2["dropped"] == 0 and st2["ahead"] > 0, (st, st2)
+
+    # Garbage instead of a plan: ignored.
+    for path in plans(cache):
+        with open(path, "wb") as f:
+            f.write(b"BSPLAN01" + os.urandom(100))
+    out = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, out, "run with garbage plans")
+    assert plan_status(out)["ahead"] == 0
+
+
+def test_plan_cache_off_keeps_nothing(procs, tmp_path):
+    prog = inferior("patchlibs")
+    cache = tmp_path / "plans"
+    out = session(procs, "patch", prog, ["3"], REGION, server_args=["--plan-cache=off"])
+    assert "plan cache off" in out, out[-3000:]
+    assert not cache.exists()
