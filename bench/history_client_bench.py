@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Issue 30: what a long branch history costs GDB itself, by `record btrace` buffer size.
 
-    /usr/bin/python3 bench/history_client_bench.py --build BUILD [--sizes 64K,1M,4M,16M] [--runs 1]
+    /usr/bin/python3 bench/history_client_bench.py --build BUILD [--sizes 64K,1M,4M,16M] [--runs 1] [--synth]
     /usr/bin/python3 bench/history_client_bench.py --build BUILD --pt [--loop 100000] [--aux-size 1M]
 
 `gzip -c` of 4 MiB of text (38 M taken branches, far more than any buffer here keeps) is
@@ -17,6 +17,10 @@ the buffer kept are timed inside GDB (Python perf_counter around `gdb.execute`):
 and the server's share: the seconds GDB waited for the history's packets are not separated
 (the server answers a 16 MiB history in well under a second; see docs/btrace.md). Not a
 pass/fail test: a markdown table for docs/btrace.md ("How long a history stays interactive").
+
+--synth: each buffer size twice, as BTS and as the PT stream the server writes from the same
+software history (--synthesize-pt, backend/btrace/pt_synth.h; the PT buffer sized to keep as
+many branches: a twelfth of the BTS size, which counts 24 bytes a branch).
 
 --pt: the same whole run of the bench loop (`bploop N`, from the loader's first instruction to
 exit_group) given to GDB twice: in the BTS format (block patching, 1 GiB buffer) and in the PT
@@ -112,6 +116,7 @@ def main():
     ap.add_argument("--sizes", default="64K,1M,4M,16M")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--pt", action="store_true")
+    ap.add_argument("--synth", action="store_true")
     ap.add_argument("--loop", type=int, default=100000)
     # GDB reads the whole AUX buffer (hex) at its first read: as small as keeps the stream whole
     # (the instruction count says whether it was: a wrapped ring decodes from a later PSB).
@@ -129,7 +134,13 @@ def main():
     print("| buffer | instructions kept | functions | " + " | ".join(k for k, _ in COMMANDS) + " |")
     print("|---:|---:|---:|" + "---:|" * len(COMMANDS))
     for text in a.sizes.split(","):
-        row(text, [session(exe, "/bin/gzip", ["-c", big], size_bytes(text)) for _ in range(a.runs)])
+        size = size_bytes(text)
+        row(text + (", BTS" if a.synth else ""), [session(exe, "/bin/gzip", ["-c", big], size) for _ in range(a.runs)])
+        if a.synth:
+            pt = ["set record btrace pt buffer-size %d" % (size // 12), "record btrace pt"]
+            row(text + ", PT (synthesized)",
+                [session(exe, "/bin/gzip", ["-c", big], size, options=("--btrace-source=patch", "--synthesize-pt"),
+                         record=pt) for _ in range(a.runs)])
 
 
 if __name__ == "__main__":

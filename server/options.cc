@@ -180,6 +180,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
       ->check(CLI::IsMember({"auto", "bts", "lbr", "soft", "patch"}));
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--plan-cache", options.plan_cache);
+  app.add_flag("--synthesize-pt", options.synthesize_pt);
   app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
   app.add_option("--coverage", options.coverage_file);
   app.add_option("--coverage-format", options.coverage_format)->check(CLI::IsMember({"drcov", "drcov3", "lcov"}));
@@ -208,6 +209,10 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "                        where its exploration had to stop, so that the next\n"
                                     "                        recording explores that at once (default:\n"
                                     "                        $XDG_CACHE_HOME or ~/.cache, /branchstub/plans)\n"
+                                    "  --synthesize-pt       where the CPU has no Intel PT, serve `record btrace pt`\n"
+                                    "                        (and plain `record btrace`, which asks for PT first)\n"
+                                    "                        from the software history as a PT stream: GDB decodes\n"
+                                    "                        long histories several times faster than as BTS\n"
                                     "  --watchpoints=auto|hardware|software\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
                                     "                        or emulated by single-stepping (auto: hardware where\n"

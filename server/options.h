@@ -47,6 +47,9 @@ struct ServerOptions {
   // --plan-cache=DIR|off: where the block-patching source keeps what it explored between runs
   // (backend/btrace/patch/plan_cache.h); unset: the user's cache directory.
   std::optional<std::string> plan_cache;
+  // --synthesize-pt: `record btrace pt` (and so GDB's plain `record btrace`, which asks for PT
+  // first) served from the software history as a PT stream where no PT hardware is.
+  bool synthesize_pt = false;
   protocol::DisabledPackets disabled_packets;  // --disable-packet=LIST
   bool selftest = false;                // --selftest: run the built-in self-checks and exit
   std::vector<std::string> selftest_filters;  // --selftest=FILTER (substring of a check's name)

@@ -60,6 +60,7 @@ const backend::TraceSetup& Server::trace_setup() {
     setup.lbr_unavailable = backend::lbr_unavailable_reason(backend::LbrDevice::kDefaultPath, device.error(), cpu);
   }
   setup.feeds = hooks_.trace_feeds;
+  setup.synthesize_pt = options_.synthesize_pt && !setup.pt;  // the hardware's own where it has PT
   // A replay's code must stay as it was recorded: it never plans ahead.
   if (!options_.replay_dir)
     setup.plan_cache_dir = !options_.plan_cache ? backend::patch::default_plan_dir()
@@ -97,7 +98,8 @@ backend::TraceSource Server::btrace_source() const {
 const protocol::Capabilities& Server::capabilities() {
   if (!capabilities_) {
     auto features = backend::supported_features(probe());
-    features.intel_pt = trace_setup().pt;  // the same check, or the test build's PT feed
+    // The same check, or the test build's PT feed, or PT written from the software history.
+    features.intel_pt = trace_setup().pt || trace_setup().synthesize_pt;
     features.reverse = options_.replay_dir.has_value();  // a replay runs backwards; a live program cannot
     features.tracepoints = features.tracepoints && !options_.replay_dir;  // collected by int3s in a live program
     capabilities_ = derive_capabilities(features);

@@ -42,11 +42,15 @@ struct TraceSetup {
   std::shared_ptr<TraceFeeds> feeds;
   // Where the block-patching source keeps its plans between runs (patch/plan_cache.h); "": none.
   std::string plan_cache_dir;
+  // `record btrace pt` where no PT hardware is: the software history served as the PT stream a
+  // CPU would have written (pt_synth.h; --synthesize-pt).
+  bool synthesize_pt = false;
 };
 
 struct PtData {
   std::vector<uint8_t> raw;  // the AUX buffer, oldest byte first
   bool unchanged = false;    // `new` read with nothing new: GDB keeps what it has
+  bool synthesized = false;  // written from a software history (no CPU's errata apply)
 };
 
 // Receives the taken branches of the threads traced for coverage (backend/coverage): where each

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <utility>
 
+#include "backend/btrace/pt_synth.h"
+
 namespace backend {
 
 namespace {
@@ -42,7 +44,7 @@ Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
   auto existing = threads_.find(tid);
   if (existing != threads_.end() && existing->second.client) {
     if (!existing->second.inherited) return Error{EALREADY, "Btrace already enabled."};
-    if ((format == TraceFormat::Pt) == (existing->second.kind == Kind::Pt)) {
+    if ((format == TraceFormat::Pt) == is_pt(existing->second)) {
       existing->second.inherited = false;  // GDB asks for what the thread has had since its start
       existing->second.older_than_enable = true;
       return {};
@@ -62,6 +64,14 @@ Result<void> TraceManager::enable(pid_t tid, TraceFormat format) {
 
 Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
   bool feed = setup_.feeds && setup_.feeds->serves_pt();
+  if (!feed && !setup_.pt && setup_.synthesize_pt && code_) {
+    // As many branches as a PT buffer of that size holds at about 2 bytes each (a TNT bit per
+    // conditional branch, 7 bytes per return or indirect branch).
+    enable_software(tid, trace, pt_buffer_size_ / 2 * BranchRing::kBytesPerBranch);
+    trace.synth_pt = true;
+    trace.pt_size = pt_buffer_size_;
+    return {};
+  }
   if (!feed && !setup_.pt)
     return Error{ENODEV, setup_.pt_unavailable.empty() ? "Intel PT is not available here." : setup_.pt_unavailable};
   // The options GDB 15+ set, as far as this PMU has them (a feed has no PMU of its own).
@@ -105,14 +115,21 @@ Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {
     trace.kind = Kind::Lbr;
     trace.last_stop_pc = pc;
   } else {
-    trace.kind = Kind::Software;
-    // Block patching wherever the stop-per-block source would run: same history, 100-1,000x
-    // faster (issue 11's bars, docs/benchmarks.md); --btrace-source=soft keeps the old way.
-    trace.patch = preferred_ == TraceSource::Patch || preferred_ == TraceSource::Auto;
+    enable_software(tid, trace, bts_buffer_bytes(buffer_size_, page_size()));
+    return {};
   }
   trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
   trace.ring->set_origin(pc);
   return {};
+}
+
+void TraceManager::enable_software(pid_t tid, ThreadTrace& trace, uint64_t ring_bytes) {
+  trace.kind = Kind::Software;
+  // Block patching wherever the stop-per-block source would run: same history, 100-1,000x
+  // faster (issue 11's bars, docs/benchmarks.md); --btrace-source=soft keeps the old way.
+  trace.patch = preferred_ == TraceSource::Patch || preferred_ == TraceSource::Auto;
+  trace.ring = std::make_unique<BranchRing>(ring_bytes);
+  trace.ring->set_origin(current_pc_ ? current_pc_(tid) : 0);
 }
 
 void TraceManager::release(pid_t tid, ThreadTrace& trace) {
@@ -142,7 +159,7 @@ bool TraceManager::enabled(pid_t tid) const {
 std::optional<TraceFormat> TraceManager::format(pid_t tid) const {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return std::nullopt;
-  return it->second.kind == Kind::Pt ? TraceFormat::Pt : TraceFormat::Bts;
+  return is_pt(it->second) ? TraceFormat::Pt : TraceFormat::Bts;
 }
 
 void TraceManager::set_buffer_size(uint64_t bytes, TraceFormat format) {
@@ -155,13 +172,14 @@ uint64_t TraceManager::buffer_size(pid_t tid) const {
   if (it == threads_.end() || !it->second.client) return buffer_size_;
   if (it->second.perf) return it->second.perf->size_bytes();
   if (it->second.pt) return it->second.pt->size_bytes();
+  if (it->second.synth_pt) return it->second.pt_size;
   return it->second.ring->size_bytes();
 }
 
 Result<std::vector<TraceBlock>> TraceManager::read(pid_t tid, TraceRead kind) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
-  if (it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
+  if (is_pt(it->second)) return Error{ENOTSUP, "Unsupported Trace Format."};
   if (auto refused = refuse_first_delta(it->second, kind); !refused) return refused.error();
   uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
   if (it->second.perf) return it->second.perf->read(kind, pc);
@@ -182,11 +200,32 @@ Result<void> TraceManager::refuse_first_delta(ThreadTrace& trace, TraceRead kind
 Result<PtData> TraceManager::read_pt(pid_t tid, TraceRead kind) {
   auto it = threads_.find(tid);
   if (it == threads_.end() || !it->second.client) return Error{ENOENT, "Btrace not enabled."};
-  if (!it->second.pt) return Error{ENOTSUP, "Unsupported Trace Format."};
+  if (!is_pt(it->second)) return Error{ENOTSUP, "Unsupported Trace Format."};
   if (auto refused = refuse_first_delta(it->second, kind); !refused) return refused.error();
+  if (it->second.synth_pt) return read_synthesized_pt(tid, it->second, kind);
   auto r = it->second.pt->read(kind);
   if (!r) return r.error();
   return PtData{std::move(r->raw), r->unchanged};
+}
+
+// As a PT AUX buffer reads (PtAuxRing): no delta; `new` is everything when anything changed.
+Result<PtData> TraceManager::read_synthesized_pt(pid_t tid, ThreadTrace& trace, TraceRead kind) {
+  if (kind == TraceRead::Delta) return Error{ENOTSUP, "Generic Error."};
+  uint64_t pc = current_pc_ ? current_pc_(tid) : 0;
+  const BranchRing& ring = *trace.ring;
+  if (kind == TraceRead::New && ring.total() == trace.pt_read_total && pc == trace.pt_read_pc)
+    return PtData{{}, true, true};
+  trace.pt_read_total = ring.total();
+  trace.pt_read_pc = pc;
+  std::vector<Branch> branches = ring.newest(ring.capacity());
+  std::span<const Branch> path(branches);
+  uint64_t start = ring.origin();  // 0 once the oldest branches were overwritten
+  if (!start && !path.empty()) {
+    start = path.front().to;  // the block before it is not known whole
+    path = path.subspan(1);
+  }
+  code_->clear();  // the code as it is now (a library loaded since, a client's write)
+  return PtData{synthesize_pt(path, start, pc, *code_), false, true};
 }
 
 std::vector<Branch> TraceManager::history(pid_t tid, size_t n) const {
@@ -250,6 +289,9 @@ std::vector<std::string> TraceManager::explain() const {
   // PT
   if (any && last_kind_ == Kind::Pt) out.push_back("pt: used (record btrace pt).");
   else if (setup_.pt || (setup_.feeds && setup_.feeds->serves_pt())) out.push_back("pt: available: GDB's 'record btrace pt' uses it.");
+  else if (setup_.synthesize_pt)
+    out.push_back("pt: no hardware (" + (setup_.pt_unavailable.empty() ? std::string("no intel_pt PMU") : setup_.pt_unavailable) +
+                  "); 'record btrace pt' gets the software history written as a PT stream (--synthesize-pt).");
   else out.push_back("pt: not available: " + (setup_.pt_unavailable.empty() ? std::string("no intel_pt PMU") : setup_.pt_unavailable));
   // software
   if (uses_soft && preferred_ != TraceSource::Software)
@@ -389,7 +431,7 @@ void TraceManager::thread_created(pid_t tid, pid_t parent) {
   // enable then adopts it (enable() above).
   auto p = threads_.find(parent);
   if (p != threads_.end() && p->second.client) {
-    auto on = p->second.kind == Kind::Pt ? enable_pt(tid, trace) : enable_bts(tid, trace);
+    auto on = is_pt(p->second) ? enable_pt(tid, trace) : enable_bts(tid, trace);
     if (on) {
       trace.client = true;
       trace.inherited = true;

@@ -107,13 +107,21 @@ class TraceManager : public BranchTracer {
     std::unique_ptr<PerfBtsSource> perf;     // PerfBts
     std::unique_ptr<PerfPtSource> pt;        // Pt
     PtOptions pt_on;                         // Pt: the optional packets it records
+    // Software, served as PT (setup_.synthesize_pt): the size GDB asked for, and what the last
+    // read gave (branches, pc), so that a `new` read with nothing new says so.
+    bool synth_pt = false;
+    uint64_t pt_size = 0;
+    uint64_t pt_read_total = UINT64_MAX, pt_read_pc = 0;
     uint64_t lbr_sequence = 0;
     std::optional<uint64_t> lbr_taken;      // Lbr: the counter at the last window (0 when armed)
     uint64_t last_stop_pc = 0;               // Lbr: where the history known so far ends
   };
   static const char* name_of(Kind kind);
+  static bool is_pt(const ThreadTrace& t) { return t.kind == Kind::Pt || t.synth_pt; }
   Result<void> enable_bts(pid_t tid, ThreadTrace& trace);
   Result<void> enable_pt(pid_t tid, ThreadTrace& trace);
+  void enable_software(pid_t tid, ThreadTrace& trace, uint64_t ring_bytes);
+  Result<PtData> read_synthesized_pt(pid_t tid, ThreadTrace& trace, TraceRead kind);
   void release(pid_t tid, ThreadTrace& trace);
   Result<void> refuse_first_delta(ThreadTrace& trace, TraceRead kind);
   void stitch(ThreadTrace& trace, const LbrWindow& window, uint64_t pc);

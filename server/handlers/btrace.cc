@@ -100,7 +100,8 @@ std::optional<std::string> btrace_document(Session& s, const std::string& annex,
       error_out = error_reply(pt.error().code, pt.error().code == EOVERFLOW ? "Overflow." : "Generic Error.");
       return std::nullopt;
     }
-    backend::CpuId cpu = backend::read_cpu_id();
+    // A stream we wrote has no CPU's errata: no <cpu>, so that libipt applies no workaround.
+    backend::CpuId cpu = pt->synthesized ? backend::CpuId{} : backend::read_cpu_id();
     return btrace_pt_xml(BtracePtCpu{cpu.vendor, cpu.family, cpu.model, cpu.stepping}, pt->raw);
   }
   auto blocks = tracer.read(tid, kind);
