@@ -138,6 +138,13 @@ if [[ $build_ok == 1 ]]; then
   else
     skip_stage "gdb testsuite" "tests/gdb-testsuite/run.sh not in the tree yet"
   fi
+  # 5b. gdb.btrace again with --synthesize-pt: GDB's `record btrace` asks for PT first, so
+  #     every recording there is the software history decoded by libipt (~30 s): the same
+  #     expected lines must pass.
+  if [[ $quick != 1 && -f tests/gdb-testsuite/run.sh ]]; then
+    BRANCHSTUB_BUILD=$build_dir GDB_TESTSUITE_SERVER_ARGS=--synthesize-pt GDB_TESTSUITE_WORK=$build_dir/gdb-testsuite-pt \
+      run_stage "gdb testsuite, gdb.btrace as synthesized PT (--synthesize-pt)" 300 bash tests/gdb-testsuite/run.sh btrace
+  fi
 
   # 6. fuzz smoke run
   if [[ $quick == 1 ]]; then

@@ -42,7 +42,8 @@ class PtPacketWriter {
   unsigned tnt_count_ = 0;
 };
 
-// The stream for a thread whose history is `branches` (oldest first), begun at `start` (where
+// The stream for a thread whose history is `branches` (oldest first; a software history: a
+// branch to 0 is a call through a null pointer, not an LBR gap), begun at `start` (where
 // recording began, or the target of the oldest branch kept: then that branch is not in
 // `branches`), and stopped at `end_pc`. The path between branches is walked in `code` (every
 // conditional branch on it not taken). Where the history and the code disagree (code changed

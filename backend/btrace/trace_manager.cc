@@ -69,7 +69,7 @@ Result<void> TraceManager::enable_pt(pid_t tid, ThreadTrace& trace) {
     // conditional branch, 7 bytes per return or indirect branch).
     enable_software(tid, trace, pt_buffer_size_ / 2 * BranchRing::kBytesPerBranch);
     trace.synth_pt = true;
-    trace.pt_size = pt_buffer_size_;
+    trace.pt_size = bts_buffer_bytes(pt_buffer_size_, page_size());  // as perf maps an AUX area
     return {};
   }
   if (!feed && !setup_.pt)

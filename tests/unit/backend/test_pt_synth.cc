@@ -132,6 +132,10 @@ TEST_CASE("where the history and the code disagree, tracing is off there: a gap,
   // not taken, not taken, then the call that would have to be taken: off at that block's start
   CHECK(got == cat({psb_plus(), pge(kBase), tnt({0, 0}), fup(0x400009), kPgdNoIp, pge(0x40000f), kPgdNoIp, pge(0x400011),
                     fup(0x400011), kPgdNoIp}));
+  // A call through a null pointer: a branch to 0 (no gap: software histories have none).
+  std::vector<Branch> null{{0x400014, 0}};
+  got = synthesize_pt(null, 0x400014, 0, c);
+  CHECK(got == cat({psb_plus(), pge(0x400014), tip(0), fup(0), kPgdNoIp}));
   // Unreadable code: off where the decoder is.
   std::vector<Branch> far{{0x900000, 0x400000}};
   got = synthesize_pt(far, 0x800000, 0x400003, c);
@@ -151,6 +155,21 @@ TEST_CASE("an indirect branch to the next instruction is no branch in the histor
   std::vector<Branch> h{{0x500002, 0x400000}};
   CHECK(synthesize_pt(h, 0x500000, 0x400000, c) ==
         cat({psb_plus(), pge(0x500000), tip(0x500002), tip(0x400000), fup(0x400000), kPgdNoIp}));
+}
+
+TEST_CASE("an instruction capstone does not know (CET's rdssp) is walked over by its length", "[pt_synth]") {
+  // 0x600000: rdsspq %rax (f3 48 0f 1e c8); 0x600005: test %rax,%rax; 0x600008: je +0x10;
+  // 0x60000a: ret
+  const Bytes code{0xf3, 0x48, 0x0f, 0x1e, 0xc8, 0x48, 0x85, 0xc0, 0x74, 0x10, 0xc3};
+  BlockCache c([&](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    if (addr < 0x600000 || addr >= 0x600000 + code.size()) return 0;
+    size_t n = std::min(out.size(), static_cast<size_t>(0x600000 + code.size() - addr));
+    std::memcpy(out.data(), code.data() + (addr - 0x600000), n);
+    return n;
+  });
+  std::vector<Branch> h{{0x60000a, 0x400000}};
+  CHECK(synthesize_pt(h, 0x600000, 0x400000, c) ==
+        cat({psb_plus(), pge(0x600000), tnt({0}), tip(0x400000), fup(0x400000), kPgdNoIp}));
 }
 
 TEST_CASE("no start: only PSB+; a stop before any branch", "[pt_synth]") {
