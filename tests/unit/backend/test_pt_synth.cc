@@ -56,14 +56,16 @@ constexpr uint64_t kBase = 0x400000;
 const Bytes kCode{0x48, 0x85, 0xc0, 0x74, 0x02, 0x90, 0x90, 0x75, 0x01, 0x90, 0xe8, 0x05, 0x00,
                   0x00, 0x00, 0x0f, 0x05, 0xc3, 0x90, 0x90, 0xc3};
 
-BlockCache code() {
-  return BlockCache([](uint64_t addr, std::span<uint8_t> out) -> size_t {
-    if (addr < kBase || addr >= kBase + kCode.size()) return 0;
-    size_t n = std::min(out.size(), static_cast<size_t>(kBase + kCode.size() - addr));
-    std::memcpy(out.data(), kCode.data() + (addr - kBase), n);
+// The code `bytes` at `base`, nothing elsewhere.
+BlockCache code_at(uint64_t base, Bytes bytes) {
+  return BlockCache([base, bytes = std::move(bytes)](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    if (addr < base || addr >= base + bytes.size()) return 0;
+    size_t n = std::min(out.size(), static_cast<size_t>(base + bytes.size() - addr));
+    std::memcpy(out.data(), bytes.data() + (addr - base), n);
     return n;
   });
 }
+BlockCache code() { return code_at(kBase, kCode); }
 
 }  // namespace
 
@@ -145,13 +147,7 @@ TEST_CASE("where the history and the code disagree, tracing is off there: a gap,
 TEST_CASE("an indirect branch to the next instruction is no branch in the history, but a TIP in PT", "[pt_synth]") {
   // 0x500000: jmp *%rax (to 0x500002, the next instruction: a jump table's case that follows)
   // 0x500002: ret
-  const Bytes code{0xff, 0xe0, 0xc3};
-  BlockCache c([&](uint64_t addr, std::span<uint8_t> out) -> size_t {
-    if (addr < 0x500000 || addr >= 0x500000 + code.size()) return 0;
-    size_t n = std::min(out.size(), static_cast<size_t>(0x500000 + code.size() - addr));
-    std::memcpy(out.data(), code.data() + (addr - 0x500000), n);
-    return n;
-  });
+  auto c = code_at(0x500000, Bytes{0xff, 0xe0, 0xc3});
   std::vector<Branch> h{{0x500002, 0x400000}};
   CHECK(synthesize_pt(h, 0x500000, 0x400000, c) ==
         cat({psb_plus(), pge(0x500000), tip(0x500002), tip(0x400000), fup(0x400000), kPgdNoIp}));
@@ -160,19 +156,13 @@ TEST_CASE("an indirect branch to the next instruction is no branch in the histor
 TEST_CASE("an instruction capstone does not know (CET's rdssp) is walked over by its length", "[pt_synth]") {
   // 0x600000: rdsspq %rax (f3 48 0f 1e c8); 0x600005: test %rax,%rax; 0x600008: je +0x10;
   // 0x60000a: ret
-  const Bytes code{0xf3, 0x48, 0x0f, 0x1e, 0xc8, 0x48, 0x85, 0xc0, 0x74, 0x10, 0xc3};
-  BlockCache c([&](uint64_t addr, std::span<uint8_t> out) -> size_t {
-    if (addr < 0x600000 || addr >= 0x600000 + code.size()) return 0;
-    size_t n = std::min(out.size(), static_cast<size_t>(0x600000 + code.size() - addr));
-    std::memcpy(out.data(), code.data() + (addr - 0x600000), n);
-    return n;
-  });
+  auto c = code_at(0x600000, Bytes{0xf3, 0x48, 0x0f, 0x1e, 0xc8, 0x48, 0x85, 0xc0, 0x74, 0x10, 0xc3});
   std::vector<Branch> h{{0x60000a, 0x400000}};
   CHECK(synthesize_pt(h, 0x600000, 0x400000, c) ==
         cat({psb_plus(), pge(0x600000), tnt({0}), tip(0x400000), fup(0x400000), kPgdNoIp}));
 }
 
-TEST_CASE("no start: only PSB+; a stop before any branch", "[pt_synth]") {
+TEST_CASE("no start: only PSB+, and a stop before any branch", "[pt_synth]") {
   auto c = code();
   CHECK(synthesize_pt({}, 0, 0x400000, c) == psb_plus());
   CHECK(synthesize_pt({}, kBase, 0x400005, c) == cat({psb_plus(), pge(kBase), tnt({0}), fup(0x400005), kPgdNoIp}));
