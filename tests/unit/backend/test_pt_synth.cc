@@ -109,7 +109,7 @@ TEST_CASE("a path: not-taken and taken conditions, a direct call, a return, a sy
   CHECK(got == cat({psb_plus(), pge(kBase), tnt({0, 1}), tip(0x40000f), kPgdNoIp, pge(0x400011), fup(0x400011), kPgdNoIp}));
 }
 
-TEST_CASE("a signal: an asynchronous branch after the last instruction run; rt_sigreturn: a far branch", "[pt_synth]") {
+TEST_CASE("a signal: an asynchronous branch after the last instruction run, and rt_sigreturn: a far branch", "[pt_synth]") {
   auto c = code();
   // The je not taken, then at the first nop (0x400005, not a branch) a signal: handler 0x400012.
   std::vector<Branch> h{{0x400005, 0x400012}};
