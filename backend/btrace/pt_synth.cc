@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include "backend/x86/insn_length.h"
+
 namespace backend {
 
 namespace {
@@ -53,28 +55,6 @@ std::vector<uint8_t> PtPacketWriter::take() {
 namespace {
 
 using IpKind = PtPacketWriter::IpKind;
-
-// The length of a hint-NOP-space instruction (0F 18..0F 1F with a ModRM, after legacy and REX
-// prefixes): CET's rdssp/incssp/... live there, which capstone 4 does not know (the block
-// cache then ends a block at them with no length; the engine steps them, no branch).
-std::optional<uint8_t> hint_nop_length(std::span<const uint8_t> code) {
-  size_t at = 0;
-  while (at < code.size() && (code[at] == 0x66 || code[at] == 0xf2 || code[at] == 0xf3)) ++at;
-  if (at < code.size() && (code[at] & 0xf0) == 0x40) ++at;
-  if (at + 2 >= code.size() || code[at] != 0x0f || code[at + 1] < 0x18 || code[at + 1] > 0x1f) return std::nullopt;
-  uint8_t modrm = code[at + 2];
-  at += 3;
-  unsigned mod = modrm >> 6, rm = modrm & 7;
-  if (mod != 3 && rm == 4) {  // SIB
-    if (at >= code.size()) return std::nullopt;
-    if (mod == 0 && (code[at] & 7) == 5) at += 4;
-    ++at;
-  }
-  if (mod == 1) at += 1;
-  else if (mod == 2 || (mod == 0 && rm == 5)) at += 4;
-  if (at > code.size() || at > 15) return std::nullopt;
-  return static_cast<uint8_t>(at);
-}
 
 // Where the walk along a history's fall-through path ended.
 enum class Walk {

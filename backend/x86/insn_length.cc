@@ -301,4 +301,24 @@ std::optional<uint64_t> rip_indirect_slot(std::span<const uint8_t> insn, uint64_
   return next + static_cast<uint64_t>(static_cast<int64_t>(disp));
 }
 
+// 0F 18..0F 1F with a ModRM: prefixes, then the ModRM's SIB and displacement.
+std::optional<uint8_t> hint_nop_length(std::span<const uint8_t> code) {
+  size_t at = 0;
+  while (at < code.size() && (code[at] == 0x66 || code[at] == 0xf2 || code[at] == 0xf3)) ++at;
+  if (at < code.size() && (code[at] & 0xf0) == 0x40) ++at;
+  if (at + 2 >= code.size() || code[at] != 0x0f || code[at + 1] < 0x18 || code[at + 1] > 0x1f) return std::nullopt;
+  uint8_t modrm = code[at + 2];
+  at += 3;
+  unsigned mod = modrm >> 6, rm = modrm & 7;
+  if (mod != 3 && rm == 4) {  // SIB
+    if (at >= code.size()) return std::nullopt;
+    if (mod == 0 && (code[at] & 7) == 5) at += 4;
+    ++at;
+  }
+  if (mod == 1) at += 1;
+  else if (mod == 2 || (mod == 0 && rm == 5)) at += 4;
+  if (at > code.size() || at > 15) return std::nullopt;
+  return static_cast<uint8_t>(at);
+}
+
 }  // namespace backend

@@ -47,4 +47,10 @@ std::optional<X86Branch> simple_branch(std::span<const uint8_t> code);
 // instruction after it). nullopt for any other form (a segment override among them).
 std::optional<uint64_t> rip_indirect_slot(std::span<const uint8_t> insn, uint64_t next);
 
+// The length of an instruction of the hint-NOP space (0F 18..0F 1F with a ModRM, after
+// 66/F2/F3 and REX prefixes): prefetches, multi-byte NOPs, and CET's rdssp, which capstone 4
+// does not know (the block cache then ends a block there with no length). nullopt for any
+// other opcode, or one cut short.
+std::optional<uint8_t> hint_nop_length(std::span<const uint8_t> code);
+
 }  // namespace backend

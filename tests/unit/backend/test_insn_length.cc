@@ -60,6 +60,20 @@ TEST_CASE("x86 length: what capstone 4 cannot decode", "[x86len]") {
   }
 }
 
+TEST_CASE("x86 length: the hint-NOP space, CET's rdssp among it", "[x86len]") {
+  using B = std::vector<uint8_t>;
+  CHECK(backend::hint_nop_length(B{0xf3, 0x48, 0x0f, 0x1e, 0xc8}) == 5);  // rdsspq %rax (capstone 4: unknown)
+  CHECK(backend::hint_nop_length(B{0xf3, 0x0f, 0x1e, 0xfa}) == 4);        // endbr64
+  CHECK(backend::hint_nop_length(B{0x0f, 0x1f, 0x40, 0x00}) == 4);        // nopl 0x0(%rax)
+  CHECK(backend::hint_nop_length(B{0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00}) == 6);  // nopw 0x0(%rax,%rax,1)
+  CHECK(backend::hint_nop_length(B{0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00}) == 8);  // nopl 0x0(%rax,%rax,1)
+  CHECK(backend::hint_nop_length(B{0x0f, 0x18, 0x0d, 1, 2, 3, 4}) == 7);  // prefetcht0 0x4030201(%rip)
+  CHECK(backend::hint_nop_length(B{0x0f, 0x18, 0x0c, 0x25, 1, 2, 3, 4}) == 8);  // prefetcht0 0x4030201 (SIB, no base)
+  CHECK_FALSE(backend::hint_nop_length(B{0x0f, 0x0b}));                   // ud2: another opcode
+  CHECK_FALSE(backend::hint_nop_length(B{0xf3, 0x0f, 0x1e}));             // cut short before the ModRM
+  CHECK_FALSE(backend::hint_nop_length(B{0x0f, 0x1f, 0x80, 0x00}));       // cut short in the disp32
+}
+
 TEST_CASE("x86 length: [rip+disp32] operands say where the displacement is", "[x86len]") {
   // vmovdqa 0x4d429(%rip),%ymm10
   auto l = len_of({0xc5, 0x7d, 0x6f, 0x15, 0x29, 0xd4, 0x04, 0x00});
