@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from harness import inferior
+from harness import gdb_remote, inferior
 from test_btrace_patch import REGION, normalized, session
 
 pytestmark = pytest.mark.branchstub_only
@@ -101,8 +101,13 @@ def test_a_damaged_plan_costs_only_its_wrong_entries(procs, tmp_path):
 
 
 def test_plan_cache_off_keeps_nothing(procs, tmp_path):
+    """Off: nothing in the user's cache directory (where plans go by default), nothing learned."""
     prog = inferior("patchlibs")
-    cache = tmp_path / "plans"
-    out = session(procs, "patch", prog, ["3"], REGION, server_args=["--plan-cache=off"])
-    assert "plan cache off" in out, out[-3000:]
-    assert not cache.exists()
+    xdg = tmp_path / "xdg"
+    env = dict(os.environ, XDG_CACHE_HOME=str(xdg))
+    for option, kept in (("--plan-cache=off", False), ("--plan-cache=" + str(xdg / "branchstub" / "plans"), True)):
+        srv = procs.server(["--btrace-source=patch", option, "--once", "{COMM}", prog, "3"], env=env)
+        out = gdb_remote(srv, REGION + ["monitor btrace status", "kill"], prog=prog, timeout=180).out
+        assert ("plan cache off" in out) == (not kept), out[-3000:]
+        srv.wait_exit()
+        assert bool(list(xdg.glob("branchstub/plans/*.plan"))) == kept, (option, out[-3000:])
