@@ -197,9 +197,11 @@ bool BranchStepper::patch_stop(LinuxThread& t, int status) {
     case PatchTracer::StopKind::None:
       return false;
     case PatchTracer::StopKind::Consumed:
-      if (host_.stopping()) return true;
-      if (host_.exact_stop_changed()) continue_traced(t, 0);  // the patches came out for its int3
-      else host_.resume(t, 0);
+      if (!host_.stopping()) {
+        if (host_.exact_stop_changed()) continue_traced(t, 0);  // the patches came out for its int3
+        else host_.resume(t, 0);
+      }
+      patch_->drain_deferred();  // a full ring, read while its thread runs on in the other
       return true;
     case PatchTracer::StopKind::Frontier:
       if (!host_.stopping()) continue_traced(t, 0);
@@ -422,10 +424,10 @@ void BranchStepper::settle(LinuxThread& t) {
     patch_suspend(&t);
     const auto& s = patch_->stats();
     std::string line = fmt::format(
-        "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps), {} "
+        "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps, {} read while the program ran), {} "
         "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites, "
         "{} catch-ups with the other threads stopped; {}; {} areas shared with the server{}{}",
-        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
+        s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.ring_swaps, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
         int3_stops_, catch_ups_,
         patch_->plan_dir().empty()
             ? std::string("plan cache off")

@@ -222,11 +222,11 @@ std::vector<std::pair<uint64_t, uint64_t>> PatchTracer::areas() const {
   if (ready_ && data_) out.emplace_back(data_, data_ + data_size_);
   if (ready_ && table_addr_) out.emplace_back(table_addr_, table_addr_ + table_size_);
   out.insert(out.end(), code_areas_.begin(), code_areas_.end());
-  // Each thread's ring: its head page, the ring, the guard page.
+  // Each thread's rings: its head page, two rings, each with its guard page.
   for (const auto& [tid, r] : rings_)
-    if (r.head_addr) out.emplace_back(r.head_addr, r.end + kPage);
+    if (r.head_addr) out.emplace_back(r.head_addr, r.area_end);
   for (const Ring& r : spare_)
-    if (r.head_addr) out.emplace_back(r.head_addr, r.end + kPage);
+    if (r.head_addr) out.emplace_back(r.head_addr, r.area_end);
   return out;
 }
 

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,7 @@ class PatchTracer {
     uint64_t int3_sites = 0;
     uint64_t drained = 0;         // branches taken from the ring
     uint64_t ring_full = 0;       // guard-page traps
+    uint64_t ring_swaps = 0;      // of those, rings read while their thread went on in its other one
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
     uint64_t stale_step_traps = 0;  // single-step traps on our own code, dropped
@@ -137,6 +139,11 @@ class PatchTracer {
   // thread short of a recorded branch count this way (its ring gets only that much room before
   // the guard page), then meets the event's pc with an int3.
   void set_branch_budget(std::function<uint64_t(pid_t)> budget) { budget_ = std::move(budget); }
+  // A full ring is read after its thread goes on in its other ring (on_stop() said Consumed):
+  // the caller calls this once the thread runs again, so that the drain overlaps the program's
+  // run. Every other read of a ring (any drain, a thread's exit) does it first, so the history
+  // keeps its order whoever calls first.
+  void drain_deferred();
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
   // its own (its branches are dropped); where that fails the patches come out.
   void untraced_run(PatchThread t);
@@ -201,9 +208,13 @@ class PatchTracer {
   // Ring entry id -> branch. `stub`: a dynamic site's stub (its ids carry the target; the
   // drain moves the site's inline cache to it).
   struct Edge { uint64_t from = 0, to = 0; uint8_t len = 0; uint64_t stub = 0; };
-  // One thread's ring: [head word page][ring][PROT_NONE guard page], mapped in the program.
+  // One thread's ring: [head word page][ring A][PROT_NONE guard page][ring B][guard page],
+  // mapped in the program. The thread writes one of the two ([begin, end)); when it fills, it
+  // goes on in the other while the server drains the full one (see drain_deferred()).
   struct Ring {
     uint64_t head_addr = 0, begin = 0, end = 0;
+    uint64_t alt = 0;                  // the other ring's begin (0: none)
+    uint64_t area_end = 0;             // the end of the whole mapping (after the last guard page)
     uint64_t first = 0;                // where the entries since the last drain begin (begin, or less room)
     uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
@@ -305,6 +316,11 @@ class PatchTracer {
 
   // patch_tracer_drain.cc
   size_t drain(pid_t tid, Ring& r, PatchThread* t);
+  // The entries in [first, head) of r's memory into tid's history; `used`: the bytes read
+  // (whole entries).
+  size_t drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t first, uint64_t head, size_t& used);
+  // A full ring's fault at a stub's store: true with regs read when the thread stopped so.
+  bool full_ring_fault(pid_t tid, const Ring& r, int status, user_regs_struct& regs) const;
   void update_caches();
   void clear_caches();
 
@@ -343,6 +359,9 @@ class PatchTracer {
   uint64_t name_ = 0;                        // in the data page: the shared areas' name
   std::vector<patch::SharedView> ring_views_;  // the shared rings (Ring::view points into them)
   std::map<pid_t, Ring> rings_;              // by thread
+  // A full ring whose thread went on in its other ring: [first, head) is still to be read.
+  struct Deferred { pid_t tid = 0; uint64_t first = 0, head = 0; };
+  std::optional<Deferred> deferred_;
   std::vector<Ring> spare_;                  // rings of threads that exited
   std::set<uint64_t> fences_;                // int3s written for an instant over a live patch
   bool relink_now_ = true;                   // instrument(): stub exits may be rewritten now

@@ -231,7 +231,7 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
     r = spare_.back();
     spare_.pop_back();
   } else {
-    uint64_t size = kPage + ring_bytes_ + kPage;
+    uint64_t size = kPage + 2 * (ring_bytes_ + kPage);
     if (!flush_all()) return nullptr;
     uint64_t at = ring_hint_;
     if (ring_hint_) ring_hint_ += size + kPage;
@@ -248,8 +248,12 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
     }
     r.begin = r.head_addr + kPage;
     r.end = r.begin + ring_bytes_;
-    auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {r.end, kPage, PROT_NONE, 0, 0, 0}, scratch_);
-    if (!g || *g != 0) return nullptr;
+    r.alt = r.end + kPage;
+    r.area_end = r.head_addr + size;
+    for (uint64_t guard : {r.end, r.alt + ring_bytes_}) {
+      auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {guard, kPage, PROT_NONE, 0, 0, 0}, scratch_);
+      if (!g || *g != 0) return nullptr;
+    }
   }
   r.first = r.begin;
   if (!set_head(r, r.begin)) return nullptr;

@@ -11,14 +11,36 @@ namespace backend {
 
 size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   if (!ready_) return 0;
+  drain_deferred();  // the older entries first
   uint64_t head = head_of(r);
   if (head <= r.first || head > r.end) return 0;
+  size_t used = 0;
+  size_t count = drain_span(tid, r, t, r.first, head, used);
+  // The head stays: a thread stopped inside a stub between reading it and writing it back
+  // (an asynchronous stop) goes on with the value it read. Only a full ring (whose store is
+  // made again from the start) and a thread at rest start the ring again (restart()).
+  r.first += used;
+  return count;
+}
+
+void PatchTracer::drain_deferred() {
+  if (!deferred_) return;
+  Deferred d = *deferred_;
+  deferred_.reset();
+  auto it = rings_.find(d.tid);
+  if (it == rings_.end() || !ready_) return;
+  size_t used = 0;
+  (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used);
+}
+
+size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t first, uint64_t head, size_t& used) {
+  used = 0;
   // A shared ring is read where it lies; another one copied first.
-  const uint8_t* buf = r.view ? r.view + (r.first - r.head_addr) : nullptr;
-  size_t bytes = head - r.first;
+  const uint8_t* buf = r.view ? r.view + (first - r.head_addr) : nullptr;
+  size_t bytes = head - first;
   if (!buf) {
     drain_buf_.resize(bytes);
-    auto got = mem_.read(r.first, drain_buf_);
+    auto got = mem_.read(first, drain_buf_);
     if (!got) return 0;
     bytes = *got;
     buf = drain_buf_.data();
@@ -107,10 +129,7 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   }
   tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
   tracer_->record_count(tid, count, last);
-  // The head stays: a thread stopped inside a stub between reading it and writing it back
-  // (an asynchronous stop) goes on with the value it read. Only a full ring (whose store is
-  // made again from the start) and a thread at rest start the ring again (restart()).
-  r.first += end;
+  used = end;
   stats_.drained += count;
   if (count && t) {
     t->cursor.block_start = last.to;

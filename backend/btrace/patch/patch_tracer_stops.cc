@@ -127,9 +127,33 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
       }
     }
   }
+  drain_deferred();  // before the cursor moves to what the rings hold
   auto it = rings_.find(t.tid);
   if (it == rings_.end() || !it->second.gs_set) return StopKind::None;
   Ring& ring = it->second;
+  // A full ring, where the thread has another: it goes on there at once, and this one is read
+  // while it runs (drain_deferred(), after the caller resumes it). Not under a branch budget,
+  // whose room is counted from a history drained up to the stop.
+  if (user_regs_struct regs{}; ring.alt && WSTOPSIG(status) == SIGSEGV && !(budget_ && budget_(t.tid)) &&
+                               full_ring_fault(t.tid, ring, status, regs)) {
+    if (ring.last) {
+      t.cursor.block_start = ring.last->to;
+      t.cursor.last_flow = ring.last->from;
+      t.cursor.last_flow_taken = true;
+      ring.last.reset();
+    }
+    if (rings_.size() == 1) update_caches();  // what the last deferred drain saw
+    uint64_t head = head_of(ring);
+    if (head > ring.first && head <= ring.end) deferred_ = Deferred{t.tid, ring.first, head};
+    std::swap(ring.begin, ring.alt);
+    ring.end = ring.begin + ring_bytes_;
+    restart(t.tid, ring);
+    regs.rax = ring.first;
+    ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
+    ++stats_.ring_full;
+    ++stats_.ring_swaps;
+    return StopKind::Consumed;
+  }
   if (ring.last) {
     t.cursor.block_start = ring.last->to;
     t.cursor.last_flow = ring.last->from;
@@ -185,12 +209,7 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
     return StopKind::None;
   }
   if (sig == SIGSEGV) {
-    siginfo_t si{};
-    ::ptrace(PTRACE_GETSIGINFO, t.tid, nullptr, &si);
-    auto addr = reinterpret_cast<uint64_t>(si.si_addr);
-    const StubInfo* info = stub_at(regs.rip, &base);
-    if (info && addr >= ring.end && addr < ring.end + kPage &&
-        std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end()) {
+    if (full_ring_fault(t.tid, ring, status, regs)) {
       restart(t.tid, ring);  // drained above: the store starts the ring again
       regs.rax = ring.first;
       ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs);
@@ -237,8 +256,21 @@ void PatchTracer::untraced_run(PatchThread t) {
   suspend(&t);
 }
 
+bool PatchTracer::full_ring_fault(pid_t tid, const Ring& r, int status, user_regs_struct& regs) const {
+  if (!WIFSTOPPED(status) || WSTOPSIG(status) != SIGSEGV || (status >> 16) != 0) return false;
+  siginfo_t si{};
+  if (::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &si) != 0 || si.si_signo != SIGSEGV) return false;
+  auto addr = reinterpret_cast<uint64_t>(si.si_addr);
+  if (addr < r.end || addr >= r.end + kPage) return false;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return false;
+  uint64_t base = 0;
+  const StubInfo* info = stub_at(regs.rip, &base);
+  return info && std::find(info->ring_stores.begin(), info->ring_stores.end(), regs.rip - base) != info->ring_stores.end();
+}
+
 void PatchTracer::thread_exited(pid_t tid) {
   WriteBatch batch(*this);
+  drain_deferred();
   auto it = rings_.find(tid);
   if (it == rings_.end()) return;
   spare_.push_back(it->second);

@@ -97,11 +97,13 @@ void append_entry(Stub& s, const StubSpec& spec) {
   store_head(c);
 }
 
-// Appends the 4-byte entry `id` (rax is free, flags untouched).
+// Appends the 4-byte entry `id` (flags untouched). rax waits in the thread's word gs:[16]
+// rather than on the stack: no rsp to move past the red zone and back (no signal handler runs
+// inside a stub: the server moves a thread out of it before any signal is delivered).
 void record_direct(Stub& s, const StubSpec& spec) {
-  save_light(s.code);
+  emit(s.code, {0x65, 0x48, 0x89, 0x04, 0x25, 0x10, 0, 0, 0});  // mov gs:[16],rax
   append_entry(s, spec);
-  restore_light(s.code);
+  emit(s.code, {0x65, 0x48, 0x8b, 0x04, 0x25, 0x10, 0, 0, 0});  // mov rax,gs:[16]
 }
 
 // Pushes the original return address of a call at `flow`. One 8-byte store (through rax, kept):

@@ -6,7 +6,7 @@
 // bytes down first; a call's stub only below the return address slot), appends the branch to the ring in the inferior and then does what the
 // original control-flow instruction does. Each thread has a ring of its own: the stub finds its
 // head (a u64 pointer to the next free entry) at gs:[0], the server setting every thread's gs
-// base to its ring's head word; gs:[8] is the thread's scratch word (a table hit's destination). Ring entries: a 32-bit word, the edge id (an index
+// base to its ring's head word; gs:[8] is the thread's scratch word (a table hit's destination), gs:[16] keeps rax while a direct branch is recorded. Ring entries: a 32-bit word, the edge id (an index
 // into the server's table of (from, to) edges); bit 31 set means a 64-bit target follows (ret
 // and indirect branches). The ring ends at a PROT_NONE guard page: a full ring faults on the
 // entry's first store, the server drains it and restarts that instruction, so nothing is lost.
