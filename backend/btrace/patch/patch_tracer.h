@@ -319,6 +319,7 @@ class PatchTracer {
   // The entries in [first, head) of r's memory into tid's history; `used`: the bytes read
   // (whole entries).
   size_t drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t first, uint64_t head, size_t& used);
+  void note_dynamic(uint32_t id, uint64_t stub, uint64_t to);
   // A full ring's fault at a stub's store: true with regs read when the thread stopped so.
   bool full_ring_fault(pid_t tid, const Ring& r, int status, user_regs_struct& regs) const;
   void update_caches();
@@ -379,6 +380,14 @@ class PatchTracer {
   std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
   std::unordered_set<uint64_t> visited_;     // instrumented block starts
   std::vector<Edge> edges_;                  // ring entry id -> branch
+  // Beside it, per id: 1 when a fixed entry of that edge is a branch (not a jump to the next
+  // instruction). The drain reads this byte, not the 32-byte edge, for most entries.
+  std::vector<uint8_t> edge_taken_;
+  uint32_t add_edge(const Edge& e) {
+    edges_.push_back(e);
+    edge_taken_.push_back(e.to != e.from + e.len);
+    return static_cast<uint32_t>(edges_.size() - 1);
+  }
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> cache_edges_;  // (site, target) -> id
   std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain
   std::vector<uint32_t> cache_move_ids_;

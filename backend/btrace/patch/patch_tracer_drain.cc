@@ -23,6 +23,19 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   return count;
 }
 
+// A dynamic site's latest target: its inline cache moves there after the drain.
+void PatchTracer::note_dynamic(uint32_t id, uint64_t stub, uint64_t to) {
+  if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
+  uint32_t& at = last_dynamic_[id];
+  if (at) {
+    cache_moves_[at - 1].second = to;
+  } else {
+    cache_moves_.emplace_back(stub, to);
+    cache_move_ids_.push_back(id);
+    at = static_cast<uint32_t>(cache_moves_.size());
+  }
+}
+
 void PatchTracer::drain_deferred() {
   if (!deferred_) return;
   Deferred d = *deferred_;
@@ -47,87 +60,97 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
   }
   // Entry ids (4 bytes; with the dynamic flag, the 8-byte target follows). Only the newest
   // the history keeps are passed on (a 1 MiB BTS-sized history keeps 43,690 of the millions a
-  // drain may bring); every entry moves the inline caches.
-  auto entry = [&](size_t& i, uint64_t& to) -> const Edge* {
-    uint32_t word;
-    std::memcpy(&word, buf + i, 4);
-    i += 4;
-    uint32_t id = word & ~patch::kDynamicEntry;
-    if (id >= edges_.size()) return nullptr;  // cannot happen: stubs only write ids we made
-    const Edge& e = edges_[id];
-    to = e.to;
-    if (word & patch::kDynamicEntry) {
-      if (i + 8 > bytes) return nullptr;
-      std::memcpy(&to, buf + i, 8);
-      i += 8;
-      if (e.stub) {  // the site's latest target: its inline cache moves there after the drain
-        if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
-        uint32_t& at = last_dynamic_[id];
-        if (at) cache_moves_[at - 1].second = to;
-        else {
-          cache_moves_.emplace_back(e.stub, to);
-          cache_move_ids_.push_back(id);
-          at = static_cast<uint32_t>(cache_moves_.size());
-        }
-      }
-    }
-    return &e;
-  };
-  size_t count = 0;
-  Branch last;
-  // The ring's entry ids go to the history as they are (resolved through edges_ once per
-  // history); only a dynamic entry's branch is spelled out.
-  entries_.clear();
-  batch_.clear();
-  auto keep = [&](uint32_t word, const Edge& e, uint64_t to) {
-    if (word & patch::kDynamicEntry) {
-      entries_.push_back(BranchRing::kExplicit | static_cast<uint32_t>(batch_.size()));
-      batch_.push_back(Branch{e.from, to});
-    } else {
-      entries_.push_back(word);
-    }
-  };
+  // drain may bring); every entry moves the inline caches. The ring's entry ids go to the
+  // history as they are (resolved through edges_ once per history); only a dynamic entry's
+  // branch is spelled out. Locals only in the loops: a member written there is stored back at
+  // every entry, as the compiler cannot tell it from the ring's bytes.
+  const Edge* edges = edges_.data();
+  const uint8_t* taken = edge_taken_.data();
+  const size_t nedges = edges_.size();
   const size_t kept = tracer_->branches_kept(tid);
-  // Two passes: all entries for the inline caches and the count, then only the newest the
-  // history keeps (one pass that keeps everything measured slower). (offset, branches before
-  // it) every kMark branches: the second pass starts near the first branch kept instead of
-  // walking the whole ring again.
+  // A history that keeps more branches than this span can hold (a whole run kept) takes all
+  // of it in one pass; else two: all entries for the inline caches and the count, then only
+  // the newest the history keeps (one pass that keeps everything measured slower there).
+  const bool keep_all = kept >= bytes / 4;
+  const size_t most = keep_all ? bytes / 4 : std::min(kept, bytes / 4);
+  if (entries_.size() < most) entries_.resize(most);
+  uint32_t* out = entries_.data();
+  size_t nout = 0;
+  batch_.clear();
+  size_t count = 0, end = 0;
+  uint32_t last_word = 0;  // the newest branch: its entry word, and its target when dynamic
+  uint64_t last_to = 0;
+  // (offset, branches before it) every kMark entries: the second pass starts near the first
+  // branch kept instead of walking the whole ring again.
   constexpr size_t kMark = 4096;
-  size_t end = 0;
+  size_t until_mark = 1;
   drain_marks_.clear();
   for (size_t i = 0; i + 4 <= bytes;) {
-    if (count % kMark == 0 && (drain_marks_.empty() || drain_marks_.back().second != count))
+    if (!keep_all && --until_mark == 0) {
       drain_marks_.emplace_back(i, count);
-    uint64_t to = 0;
-    const Edge* e = entry(i, to);
-    if (!e) break;
-    end = i;
-    if (to == e->from + e->len) continue;
-    last = Branch{e->from, to};
-    ++count;
-  }
-  size_t skip = count - std::min(count, kept);
-  entries_.reserve(count - skip);
-  size_t start = 0, before = 0;
-  for (const auto& [at, n] : drain_marks_) {
-    if (n > skip) break;
-    start = at;
-    before = n;
-  }
-  for (size_t i = start, n = before; i < end;) {
+      until_mark = kMark;
+    }
     uint32_t word;
     std::memcpy(&word, buf + i, 4);
-    i += 4;
-    const Edge& e = edges_[word & ~patch::kDynamicEntry];
-    uint64_t to = e.to;
-    if (word & patch::kDynamicEntry) {
-      std::memcpy(&to, buf + i, 8);
-      i += 8;
+    if (!(word & patch::kDynamicEntry)) {
+      if (word >= nedges) break;  // cannot happen: stubs only write ids we made
+      i += 4;
+      end = i;
+      if (!taken[word]) continue;
+      last_word = word;
+      ++count;
+      if (keep_all) out[nout++] = word;
+      continue;
     }
+    uint32_t id = word & ~patch::kDynamicEntry;
+    if (id >= nedges || i + 12 > bytes) break;
+    const Edge& e = edges[id];
+    uint64_t to;
+    std::memcpy(&to, buf + i + 4, 8);
+    i += 12;
+    end = i;
+    if (e.stub) note_dynamic(id, e.stub, to);
     if (to == e.from + e.len) continue;
-    if (n++ >= skip) keep(word, e, to);
+    last_word = word;
+    last_to = to;
+    ++count;
+    if (keep_all) {
+      out[nout++] = BranchRing::kExplicit | static_cast<uint32_t>(batch_.size());
+      batch_.push_back(Branch{e.from, to});
+    }
   }
-  tracer_->record_entries(tid, entries_, batch_, [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
+  Branch last;
+  if (count) {
+    const Edge& e = edges[last_word & ~patch::kDynamicEntry];
+    last = Branch{e.from, (last_word & patch::kDynamicEntry) ? last_to : e.to};
+  }
+  if (!keep_all) {
+    size_t skip = count - std::min(count, kept);
+    size_t start = 0, before = 0;
+    for (const auto& [at, n] : drain_marks_) {
+      if (n > skip) break;
+      start = at;
+      before = n;
+    }
+    for (size_t i = start, n = before; i < end;) {
+      uint32_t word;
+      std::memcpy(&word, buf + i, 4);
+      if (!(word & patch::kDynamicEntry)) {
+        i += 4;
+        if (taken[word] && n++ >= skip) out[nout++] = word;
+        continue;
+      }
+      const Edge& e = edges[word & ~patch::kDynamicEntry];
+      uint64_t to;
+      std::memcpy(&to, buf + i + 4, 8);
+      i += 12;
+      if (to == e.from + e.len || n++ < skip) continue;
+      out[nout++] = BranchRing::kExplicit | static_cast<uint32_t>(batch_.size());
+      batch_.push_back(Branch{e.from, to});
+    }
+  }
+  tracer_->record_entries(tid, std::span<const uint32_t>(out, nout), batch_,
+                         [this](uint32_t id) { return Branch{edges_[id].from, edges_[id].to}; });
   tracer_->record_count(tid, count, last);
   used = end;
   stats_.drained += count;
@@ -157,7 +180,7 @@ void PatchTracer::update_caches() {
     if (std::any_of(pcs.begin(), pcs.end(), [&, b = base](uint64_t pc) { return pc >= b && pc < b + info.len; })) continue;
     if (!visited_.count(target)) continue;
     auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
-    if (fresh) edges_.push_back(Edge{info.flow, target, info.flow_len, 0});
+    if (fresh) add_edge(Edge{info.flow, target, info.flow_len, 0});
     uint8_t slot[patch::kCacheBytes] = {};
     uint64_t dest = destination(target);
     std::memcpy(slot, &target, 8);

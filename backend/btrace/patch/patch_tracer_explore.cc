@@ -340,7 +340,7 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   r->code_next += (code.size() + 15) & ~size_t{15};
   if (!link_exits(gate, code, stub->exits)) return;
   if (!area_write(gate, code)) return;
-  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? gate : 0});
+  add_edge(Edge{f.addr, target, f.len, dynamic && stub->cache ? gate : 0});
   stub->exact.insert(stub->exact.begin(), {0u, start});
   stubs_[gate] = StubInfo{f.addr, static_cast<uint32_t>(code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
                           stub->cache, 0, f.len};
@@ -435,7 +435,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   if (!link_exits(at, stub->code, stub->exits)) return;
   if (!area_write(at, stub->code)) return;
   bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;
-  edges_.push_back(Edge{f.addr, target, f.len, dynamic && stub->cache ? at : 0});
+  add_edge(Edge{f.addr, target, f.len, dynamic && stub->cache ? at : 0});
   StubInfo info{f.addr, static_cast<uint32_t>(stub->code.size()), stub->exact, stub->miss_int3, stub->ring_stores,
                 stub->cache, 0, f.len};
   stubs_[at] = std::move(info);
