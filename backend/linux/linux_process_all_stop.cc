@@ -33,6 +33,8 @@ const char* kind_name(StopKind kind) {
     case StopKind::ThreadCreated: return "thread created";
     case StopKind::ThreadExited: return "thread exited";
     case StopKind::Clone: return "clone";
+    case StopKind::HistoryBegin: return "history begin";  // a replay's; named for its log lines
+    case StopKind::HistoryEnd: return "history end";
   }
   return "?";
 }
