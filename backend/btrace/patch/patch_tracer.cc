@@ -77,12 +77,7 @@ bool PatchTracer::others_traced(pid_t self) const {
 bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop) {
   WriteBatch batch(*this);
   if (!disabled_.empty()) return false;
-  if (auto it = rings_.find(t.tid); it != rings_.end() && it->second.last) {
-    t.cursor.block_start = it->second.last->to;
-    t.cursor.last_flow = it->second.last->from;
-    t.cursor.last_flow_taken = true;
-    it->second.last.reset();
-  }
+  if (auto it = rings_.find(t.tid); it != rings_.end()) take_last(it->second, t.cursor);
   // Between a syscall's entry and exit stops nothing may be injected (a single step there
   // finishes the syscall): the engine runs it to its exit stop first.
   if (t.in_syscall) return false;
@@ -171,12 +166,7 @@ void PatchTracer::suspend(PatchThread* t) {
     settle_thread(tid, r, t && t->tid == tid ? t : nullptr);
   }
   if (t)
-    if (auto it = rings_.find(t->tid); it != rings_.end() && it->second.last) {
-      t->cursor.block_start = it->second.last->to;
-      t->cursor.last_flow = it->second.last->from;
-      t->cursor.last_flow_taken = true;
-      it->second.last.reset();
-    }
+    if (auto it = rings_.find(t->tid); it != rings_.end()) take_last(it->second, t->cursor);
   if (!installed_) return;
   if (all) update_caches();  // nobody runs a stub now
   (void)sync_regions();  // a module unloaded while it ran: its bytes are not ours to restore

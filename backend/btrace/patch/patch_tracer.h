@@ -316,6 +316,8 @@ class PatchTracer {
 
   // patch_tracer_drain.cc
   size_t drain(pid_t tid, Ring& r, PatchThread* t);
+  // A branch drained while the thread was not at hand (Ring::last) moves its cursor now.
+  static void take_last(Ring& r, BranchCursor& cursor);
   // The entries in [first, head) of r's memory into tid's history; `used`: the bytes read
   // (whole entries).
   size_t drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t first, uint64_t head, size_t& used);
@@ -383,10 +385,9 @@ class PatchTracer {
   // Beside it, per id: 1 when a fixed entry of that edge is a branch (not a jump to the next
   // instruction). The drain reads this byte, not the 32-byte edge, for most entries.
   std::vector<uint8_t> edge_taken_;
-  uint32_t add_edge(const Edge& e) {
+  void add_edge(const Edge& e) {
     edges_.push_back(e);
     edge_taken_.push_back(e.to != e.from + e.len);
-    return static_cast<uint32_t>(edges_.size() - 1);
   }
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> cache_edges_;  // (site, target) -> id
   std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain

@@ -23,6 +23,14 @@ size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   return count;
 }
 
+void PatchTracer::take_last(Ring& r, BranchCursor& cursor) {
+  if (!r.last) return;
+  cursor.block_start = r.last->to;
+  cursor.last_flow = r.last->from;
+  cursor.last_flow_taken = true;
+  r.last.reset();
+}
+
 // A dynamic site's latest target: its inline cache moves there after the drain.
 void PatchTracer::note_dynamic(uint32_t id, uint64_t stub, uint64_t to) {
   if (last_dynamic_.size() < edges_.size()) last_dynamic_.resize(edges_.size(), 0);
@@ -154,13 +162,9 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
   tracer_->record_count(tid, count, last);
   used = end;
   stats_.drained += count;
-  if (count && t) {
-    t->cursor.block_start = last.to;
-    t->cursor.last_flow = last.from;
-    t->cursor.last_flow_taken = true;
-    r.last.reset();
-  } else if (count) {
-    r.last = last;  // its cursor follows when its PatchThread is at hand
+  if (count) {
+    r.last = last;  // its cursor follows now, or when its PatchThread is at hand
+    if (t) take_last(r, t->cursor);
   }
   return count;
 }

@@ -136,12 +136,6 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
   // whose room is counted from a history drained up to the stop.
   if (user_regs_struct regs{}; ring.alt && WSTOPSIG(status) == SIGSEGV && !(budget_ && budget_(t.tid)) &&
                                full_ring_fault(t.tid, ring, status, regs)) {
-    if (ring.last) {
-      t.cursor.block_start = ring.last->to;
-      t.cursor.last_flow = ring.last->from;
-      t.cursor.last_flow_taken = true;
-      ring.last.reset();
-    }
     if (rings_.size() == 1) update_caches();  // what the last deferred drain saw
     uint64_t head = head_of(ring);
     if (head > ring.first && head <= ring.end) deferred_ = Deferred{t.tid, ring.first, head};
@@ -154,12 +148,7 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
     ++stats_.ring_swaps;
     return StopKind::Consumed;
   }
-  if (ring.last) {
-    t.cursor.block_start = ring.last->to;
-    t.cursor.last_flow = ring.last->from;
-    t.cursor.last_flow_taken = true;
-    ring.last.reset();
-  }
+  take_last(ring, t.cursor);
   drain(t.tid, ring, &t);
   if (rings_.size() == 1) update_caches();  // the one thread is stopped
   if ((status >> 16) != 0 || sig == (SIGTRAP | 0x80) || sig == SIGSTOP) return StopKind::None;

@@ -2,11 +2,13 @@
 // instructions a patch displaces, relocating them, and building the stub a patched block end
 // jumps to. Pure functions over bytes (no ptrace), so every encoder is unit-tested.
 //
-// A stub keeps every register and the flags, never writes into the red zone (it moves rsp 128
-// bytes down first; a call's stub only below the return address slot), appends the branch to the ring in the inferior and then does what the
-// original control-flow instruction does. Each thread has a ring of its own: the stub finds its
-// head (a u64 pointer to the next free entry) at gs:[0], the server setting every thread's gs
-// base to its ring's head word; gs:[8] is the thread's scratch word (a table hit's destination), gs:[16] keeps rax while a direct branch is recorded. Ring entries: a 32-bit word, the edge id (an index
+// A stub keeps every register and the flags, never writes into the red zone (a direct branch's
+// stub keeps rax in the thread's word gs:[16]; the others move rsp 128 bytes down first; a
+// call's stub only below the return address slot), appends the branch to the ring in the
+// inferior and then does what the original control-flow instruction does. Each thread has a
+// ring of its own: the stub finds its head (a u64 pointer to the next free entry) at gs:[0],
+// the server setting every thread's gs base to its ring's head word; gs:[8] is the thread's
+// scratch word (a table hit's destination). Ring entries: a 32-bit word, the edge id (an index
 // into the server's table of (from, to) edges); bit 31 set means a 64-bit target follows (ret
 // and indirect branches). The ring ends at a PROT_NONE guard page: a full ring faults on the
 // entry's first store, the server drains it and restarts that instruction, so nothing is lost.
