@@ -34,6 +34,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libcapstone-dev libcli11-dev libfmt-dev catch2
   gdb gdbserver lldb-16 python3-lldb-16 python3-pytest
+  python3-pytest-xdist  # the integration tests, several at a time (scripts/test.sh)
   clang libclang-rt-14-dev
   graphviz lcov   # coverage pictures (dot -Tsvg) and the genhtml check of the lcov output
   # GDB's own testsuite (tests/gdb-testsuite/run.sh): DejaGnu's runtest, expect, "ip" for the

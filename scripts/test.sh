@@ -18,6 +18,7 @@
 #   BUILD_TIMEOUT      per-stage wall-clock limits in seconds (defaults keep the whole run
 #                      under 20 minutes on 2 cores)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k gdb -x")
+#   INTEGRATION_JOBS   integration tests run at once (default: the CPUs, at most 4; 1: in turn)
 #   GDB_TESTSUITE_OPTIONAL=1  report GDB's testsuite stage as skipped, not failed, when the
 #                      testsuite cannot be fetched (no deb-src reachable); other GDB_TESTSUITE_*
 #                      variables: see tests/gdb-testsuite/run.sh --help
@@ -31,7 +32,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --no-deps|--skip-deps) deps=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test: unknown option: $arg" >&2; exit 2 ;;
   esac
 done
@@ -118,9 +119,16 @@ if [[ $build_ok == 1 ]]; then
   # 4. integration suite (real gdb, lldb-16, and lldb-19 / lldb-dap-19 where setup-deps
   #    unpacked them, against the real server)
   if compgen -G "tests/integration/test_*.py" >/dev/null; then
+    # Tests run INTEGRATION_JOBS at a time (pytest-xdist; default: the CPUs, at most 4): a
+    # test mostly waits on GDB, LLDB and ptrace stops, so one at a time leaves half of two
+    # CPUs idle (287 s one at a time, 160 s two at a time on 2 vCPUs). Each worker has its
+    # own inferiors' token and plan directories, so workers never see each other's processes.
+    jobs=${INTEGRATION_JOBS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+    xdist=()
+    if [[ $jobs -gt 1 ]] && /usr/bin/python3 -c 'import xdist' 2>/dev/null; then xdist=(-n "$jobs"); fi
     # shellcheck disable=SC2086
     BRANCHSTUB_BUILD=$build_dir run_stage "integration (pytest)" "${INTEGRATION_TIMEOUT:-900}" \
-      /usr/bin/python3 -m pytest -q tests/integration ${PYTEST_ARGS:-}
+      /usr/bin/python3 -m pytest -q "${xdist[@]}" tests/integration ${PYTEST_ARGS:-}
   else
     skip_stage "integration (pytest)" "no tests/integration/test_*.py yet"
   fi

@@ -1,4 +1,4 @@
-/* CFLAGS: -O1
+/* CFLAGS: -O1 -g0
  * A program with more code than one stub area holds (tests/integration/test_btrace_patch.py):
  * 800 functions of 100 conditional branches each (~1.2 MB of text, ~80,000 block ends; one
  * area is 4x the text plus 1 MiB). Its block ends are patched into a second area instead of
