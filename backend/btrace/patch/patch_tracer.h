@@ -394,9 +394,11 @@ class PatchTracer {
   std::vector<uint32_t> cache_move_ids_;
   std::vector<uint32_t> last_dynamic_;       // per edge id: position+1 in cache_moves_ (0: none)
   struct Translation { uint64_t gate = 0, end = 0; bool open = false; };
-  std::map<uint64_t, Translation> translations_;            // block start -> its translation
-  std::multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
-  std::multimap<uint64_t, uint64_t> frontier_;  // unexplored block start -> its frontier traps
+  std::unordered_map<uint64_t, Translation> translations_;  // block start -> its translation
+  // Hashed, not ordered: looked up once or more per block end planned (most of planning's
+  // time went to these trees' nodes).
+  std::unordered_multimap<uint64_t, std::pair<uint64_t, uint32_t>> exits_;  // target -> (stub, rel32 offset)
+  std::unordered_multimap<uint64_t, uint64_t> frontier_;  // unexplored block start -> its frontier traps
   std::unordered_multimap<uint64_t, uint64_t> cached_by_target_;  // target -> stubs caching it (may be stale)
   std::unordered_map<uint64_t, std::vector<uint8_t>> code_pages_;  // page -> original bytes (read_code)
   std::vector<uint8_t> drain_buf_;

@@ -54,6 +54,35 @@ void PatchTracer::drain_deferred() {
   (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used);
 }
 
+namespace {
+
+// A run of fixed (4-byte) entries from offset i, at most `max` of them, stopping before a
+// dynamic entry or an id no stub writes: the drain's common case, in a loop of its own so
+// that everything it touches stays in registers (in the whole loop the compiler kept the
+// table, the bounds and the entry on the stack). Returns the offset after the run; counts
+// the branches in it (an entry whose edge is no branch counts nothing), the newest in last.
+size_t fixed_run(const uint8_t* buf, size_t i, size_t bytes, size_t max, const uint8_t* taken, size_t nedges,
+                 size_t& count, uint32_t& last, uint32_t* out) {
+  size_t n = count;
+  uint32_t newest = last;
+  for (size_t left = max; left && i + 4 <= bytes; --left) {
+    uint32_t word;
+    __builtin_prefetch(buf + i + 1024);  // the lines another CPU wrote: ask for them early
+    std::memcpy(&word, buf + i, 4);
+    if (word >= nedges) break;  // the dynamic flag is bit 31: above every id
+    i += 4;
+    if (!taken[word]) continue;
+    newest = word;
+    if (out) out[n] = word;  // keep_all: out is indexed by the count (every fixed branch kept)
+    ++n;
+  }
+  count = n;
+  last = newest;
+  return i;
+}
+
+}  // namespace
+
 size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t first, uint64_t head, size_t& used) {
   used = 0;
   // A shared ring is read where it lies; another one copied first.
@@ -102,12 +131,18 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
     std::memcpy(&word, buf + i, 4);
     if (!(word & patch::kDynamicEntry)) {
       if (word >= nedges) break;  // cannot happen: stubs only write ids we made
-      i += 4;
+      // This entry and the fixed ones after it, up to the next mark.
+      if (keep_all) {
+        size_t kept_now = nout;  // out[] is indexed by what it holds (dynamic entries too)
+        i = fixed_run(buf, i, bytes, bytes / 4, taken, nedges, kept_now, last_word, out);
+        count += kept_now - nout;
+        nout = kept_now;
+      } else {
+        size_t at = i;
+        i = fixed_run(buf, i, bytes, until_mark, taken, nedges, count, last_word, nullptr);
+        until_mark -= (i - at) / 4 - 1;  // the test above counted the run's first entry
+      }
       end = i;
-      if (!taken[word]) continue;
-      last_word = word;
-      ++count;
-      if (keep_all) out[nout++] = word;
       continue;
     }
     uint32_t id = word & ~patch::kDynamicEntry;

@@ -34,7 +34,8 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // frontier stops; 8 and 12: more planning of what never runs).
   std::vector<std::pair<uint64_t, unsigned>> work{{pc, 0}};
   if (!visited_.count(pc)) use_plan(pc, work);
-  std::vector<uint64_t> dirty, fresh;
+  std::vector<uint64_t> fresh;
+  std::vector<std::pair<uint64_t, Site*>> dirty;  // map nodes stay put: no second lookup
   for (size_t w = 0; w < work.size(); ++w) {
     auto [b, depth] = work[w];
     if (visited_.count(b) || !region_of(b)) continue;
@@ -61,7 +62,7 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
       s.latest_start = std::max(s.latest_start, b);
       if (s.latest_start == b) s.block = *block;
       s.planned = false;
-      dirty.push_back(f.addr);
+      dirty.emplace_back(f.addr, &s);
     }
     switch (f.kind) {
       case FlowKind::CondJump:
@@ -89,7 +90,7 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     }
   }
   std::sort(dirty.begin(), dirty.end());
-  dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+  dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());  // one node per address
   // Other threads running: a patch over code no thread can be running (a fresh site, every
   // other thread traced) goes in; a patch that moves comes out fenced and leaves an int3 (the
   // patch comes at the next free run that starts with every thread stopped).
@@ -97,17 +98,17 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   std::optional<bool> running, traced_all;
   std::vector<bool> int3_only(dirty.size());
   for (size_t i = 0; i < dirty.size(); ++i) {
-    Site& s = sites_[dirty[i]];
+    Site& s = *dirty[i].second;
     bool was_patch = s.installed == Installed::Patch;
     if (concurrent_ && !running) running = !all_stopped();
     bool others = concurrent_ && *running;
     if (others && !was_patch && !traced_all) traced_all = others_traced(tid);
     int3_only[i] = others && (was_patch || !*traced_all);
     if (was_patch && others) uninstall(s, true);
-    plan_site(tid, dirty[i], s);
+    plan_site(tid, dirty[i].first, s);
   }
   for (size_t i = 0; i < dirty.size(); ++i) {
-    Site& s = sites_[dirty[i]];
+    Site& s = *dirty[i].second;
     install(s, int3_only[i]);
     if (int3_only[i] && s.patchable) ++fenced_sites_;
   }
@@ -126,8 +127,8 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   // A site that was patched until a later block start left no room before it (`pop; pop; ret`
   // entered at the first pop): the blocks explored before, which end there too, now need a
   // translation as well, or every pass through them stops at its int3.
-  for (uint64_t addr : dirty) {
-    const Site& s = sites_[addr];
+  for (const auto& [addr, site] : dirty) {
+    const Site& s = *site;
     if (!s.planned || s.patchable) continue;
     for (auto [it, last] = site_starts_.equal_range(addr); it != last; ++it) translate(tid, it->second);
   }
