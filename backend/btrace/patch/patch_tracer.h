@@ -331,6 +331,9 @@ class PatchTracer {
   const StubInfo* stub_at(uint64_t pc, uint64_t* base) const;
   void normalize(pid_t tid, Ring& r);
   void settle_thread(pid_t tid, Ring& r, PatchThread* t);
+  // Whether system call nr (a mapping call, its arguments in regs) may change code the patches
+  // know of or make new code: then the patches come out at its exit and go in again anew.
+  bool mapping_touches_code(long nr, const user_regs_struct& regs) const;
 
   // patch_tracer_memory.cc
   void forget_plans();

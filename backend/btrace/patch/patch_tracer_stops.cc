@@ -3,6 +3,7 @@
 #include "backend/btrace/patch/patch_tracer.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -82,6 +83,40 @@ void PatchTracer::normalize(pid_t tid, Ring& ring) {
   for (int sig : signals) signal_thread(pid_, tid, sig);
 }
 
+// Most mapping calls are a program's data (malloc's arenas, files read through mmap, RELRO's
+// mprotect): they leave every module's code and our areas as they were, and the patches may
+// stay in across them (`ls -l` of a large directory: 37 such calls, each of which took every
+// patch out and put it back). A call that may map code (PROT_EXEC), or that names a range
+// (MAP_FIXED, munmap, mprotect) overlapping a module's code or one of our areas, and mremap,
+// are taken the safe way: patches out, the regions read again, patches in.
+bool PatchTracer::mapping_touches_code(long nr, const user_regs_struct& regs) const {
+  const uint64_t addr = regs.rdi, len = regs.rsi, prot = regs.rdx, flags = regs.r10;
+  switch (nr) {
+    case SYS_mmap:
+      if (prot & PROT_EXEC) return true;
+      if (!(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))) return false;  // the kernel picks a free range
+      break;
+    case SYS_munmap:
+      break;
+    case SYS_mprotect:
+      if (prot & PROT_EXEC) return true;
+      break;
+    default:
+      return true;
+  }
+  if (len > (uint64_t{1} << 47) || addr > (uint64_t{1} << 57)) return true;
+  const uint64_t lo = addr, hi = addr + ((len + kPage - 1) & ~(kPage - 1));
+  auto overlaps = [&](uint64_t a, uint64_t b) { return a < b && lo < b && a < hi; };
+  for (const Region& r : regions_) {
+    if (overlaps(r.lo, r.hi) || overlaps(r.code_begin, r.code_end)) return true;
+    for (const auto& [a, b] : r.full_areas)
+      if (overlaps(a, b)) return true;
+  }
+  for (const auto& [tid, r] : rings_)
+    if (overlaps(r.head_addr, r.area_end)) return true;
+  return overlaps(data_, data_ + data_size_) || overlaps(table_addr_, table_addr_ + table_size_);
+}
+
 // A stopped thread: out of the stubs, its ring drained, its gs base the program's again.
 // false: it is running (its gs base stays ours; a later stop of it settles it).
 void PatchTracer::settle_thread(pid_t tid, Ring& r, PatchThread* t) {
@@ -103,7 +138,12 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
       if (at_syscall_stop_) {  // modules may come or go: the regions are read again at the next install
         errno = 0;
         long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
-        if (errno || nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_mremap) maps_changed_ = true;
+        if (errno) {
+          maps_changed_ = true;
+        } else if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_mremap) {
+          user_regs_struct regs{};
+          if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0 || mapping_touches_code(nr, regs)) maps_changed_ = true;
+        }
       }
     } else if (in_syscall_tid_ == t.tid) {
       in_syscall_tid_ = 0;
