@@ -27,6 +27,12 @@ bool SoftwareBreakpoints::has_client(uint64_t addr) const {
   return it != table_.end() && it->second.client_refs + it->second.hardware_refs > 0;
 }
 
+bool SoftwareBreakpoints::any_client_in(uint64_t begin, uint64_t end) const {
+  for (auto it = table_.lower_bound(begin); it != table_.end() && it->first < end; ++it)
+    if (it->second.client_refs + it->second.hardware_refs > 0) return true;
+  return false;
+}
+
 bool SoftwareBreakpoints::has(uint64_t addr, BreakpointOwner owner) const {
   auto it = table_.find(addr);
   if (it == table_.end()) return false;

@@ -26,6 +26,12 @@ class SoftwareBreakpoints {
   Result<void> remove(const ProcMemory& mem, uint64_t addr, BreakpointOwner owner);
 
   bool contains(uint64_t addr) const { return table_.count(addr) != 0; }
+  // Any breakpoint (of anyone's) in [begin, end); any of the client's there.
+  bool any_in(uint64_t begin, uint64_t end) const {
+    auto it = table_.lower_bound(begin);
+    return it != table_.end() && it->first < end;
+  }
+  bool any_client_in(uint64_t begin, uint64_t end) const;
   // Whether an int3 of ours has ever been at addr (a trap reported after its removal is ours).
   bool ever_inserted(uint64_t addr) const { return history_.count(addr) != 0; }
   bool has_client(uint64_t addr) const;  // Client or ClientHardware

@@ -359,8 +359,10 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
 }
 
 bool PatchTracer::has_client_breakpoint(uint64_t begin, uint64_t end) const {
-  for (uint64_t a = begin; a < end; ++a)
-    if (breakpoints_.has_client(a) || (hw_break_at_ && hw_break_at_(a))) return true;
+  if (breakpoints_.any_client_in(begin, end)) return true;
+  if (hw_break_at_)
+    for (uint64_t a = begin; a < end; ++a)
+      if (hw_break_at_(a)) return true;
   return false;
 }
 

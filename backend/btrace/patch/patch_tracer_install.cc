@@ -82,10 +82,9 @@ void PatchTracer::install(Site& s, bool int3_only) {
   if (!installed_ || !s.planned || s.installed != Installed::None) return;
   if (!flush_writes()) return;  // the stub a patch leads to is in the program first
   auto flow = s.block.end.addr;
-  bool conflict = int3_only;
-  if (s.patchable)
-    for (uint64_t a = s.begin; a < s.end && !conflict; ++a)
-      conflict = breakpoints_.contains(a) || (hw_break_at_ && hw_break_at_(a));
+  bool conflict = int3_only || (s.patchable && breakpoints_.any_in(s.begin, s.end));
+  if (s.patchable && hw_break_at_)
+    for (uint64_t a = s.begin; a < s.end && !conflict; ++a) conflict = hw_break_at_(a);
   if (s.patchable && !conflict) {
     code_write(s.begin, s.patched);
     s.installed = Installed::Patch;

@@ -97,3 +97,23 @@ TEST_CASE("breakpoints: while a vfork child shares the memory, nothing is writte
   CHECK(code.bytes[1] == 0x0f);
   CHECK(code.bytes[3] == 0xc3);
 }
+
+TEST_CASE("breakpoints: a range asks for anyone's or only the client's", "[breakpoints]") {
+  Code code;
+  ProcMemory mem(::getpid());
+  SoftwareBreakpoints bps;
+  CHECK(!bps.any_in(code.at(0), code.at(8)));
+  REQUIRE(bps.insert(mem, code.at(4), BreakpointOwner::Internal));
+  CHECK(bps.any_in(code.at(0), code.at(8)));
+  CHECK(bps.any_in(code.at(4), code.at(5)));
+  CHECK(!bps.any_in(code.at(0), code.at(4)));  // the end is not in the range
+  CHECK(!bps.any_in(code.at(5), code.at(8)));
+  CHECK(!bps.any_client_in(code.at(0), code.at(8)));  // ours only
+  REQUIRE(bps.insert(mem, code.at(6), BreakpointOwner::Client));
+  CHECK(bps.any_client_in(code.at(0), code.at(8)));
+  CHECK(!bps.any_client_in(code.at(0), code.at(6)));
+  REQUIRE(bps.remove(mem, code.at(6), BreakpointOwner::Client));
+  REQUIRE(bps.remove(mem, code.at(4), BreakpointOwner::Internal));
+  CHECK(!bps.any_in(code.at(0), code.at(8)));
+  CHECK(code.bytes[4] == 0x90);
+}
