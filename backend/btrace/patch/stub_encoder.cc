@@ -179,11 +179,13 @@ Disassembler::Disassembler() {
   if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) return;
   cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
   handle_ = h;
+  insn_ = cs_malloc(h);
 }
 
 Disassembler::~Disassembler() {
   if (!handle_) return;
   csh h = handle_;
+  if (insn_) cs_free(static_cast<cs_insn*>(insn_), 1);
   cs_close(&h);
 }
 
@@ -193,9 +195,9 @@ Result<std::vector<Insn>> decode_all(std::span<const uint8_t> code, uint64_t add
 }
 
 Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const uint8_t> code, uint64_t addr) {
-  if (!dis.handle()) return Error{ENOSYS, "The capstone disassembler could not be opened."};
+  if (!dis.handle() || !dis.insn()) return Error{ENOSYS, "The capstone disassembler could not be opened."};
   csh h = dis.handle();
-  cs_insn* ci = cs_malloc(h);
+  cs_insn* ci = static_cast<cs_insn*>(dis.insn());
   std::vector<Insn> out;
   const uint8_t* p = code.data();
   size_t size = code.size();
@@ -282,7 +284,6 @@ Result<std::vector<Insn>> decode_all(const Disassembler& dis, std::span<const ui
     }
     out.push_back(in);
   }
-  cs_free(ci, 1);
   return out;
 }
 

@@ -74,9 +74,13 @@ class Disassembler {
   Disassembler(const Disassembler&) = delete;
   Disassembler& operator=(const Disassembler&) = delete;
   size_t handle() const { return handle_; }
+  // One instruction buffer (with its detail) for every decode, instead of a cs_malloc and
+  // cs_free per call.
+  void* insn() const { return insn_; }
 
  private:
-  size_t handle_ = 0;  // capstone's csh
+  size_t handle_ = 0;     // capstone's csh
+  void* insn_ = nullptr;  // capstone's cs_insn
 };
 
 // Decodes every instruction in `code` (at address addr) with capstone (and extended_insn_length
