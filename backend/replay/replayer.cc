@@ -282,6 +282,16 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
     return {true, ""};
   }
   as_ = syscall_policy(nr, args, trace_->header().pid).as;
+  if (nr == SYS_rt_sigsuspend) {
+    // It returns only when a signal comes: the one recorded at its return, sent now. Pending
+    // when the call sets its mask, it ends the call at once and is delivered under that mask
+    // (the handler runs with it; the old mask comes back after), as when recorded.
+    const auto& events = trace_->events();
+    const TraceEvent* n = cursor_ + 1 < events.size() ? &events[cursor_ + 1] : nullptr;
+    if (!n || n->kind != EventKind::Signal || n->args[1] != kSignalAtSyscallExit)
+      return diverge(tid, describe(*e) + ": the recording has no signal at its return to end it with");
+    ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
+  }
   saved_ = regs;
   current_ = e;
   user_regs_struct changed = regs;
@@ -414,7 +424,9 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   ++cursor_;
   // An asynchronous signal recorded right at this syscall's return: sent now, it is delivered
   // before the next instruction (take_signal gives it the recorded siginfo).
-  if (const TraceEvent* n = next(); n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit)
+  // (rt_sigsuspend's was sent at its entry.)
+  if (const TraceEvent* n = next();
+      n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit && e->nr != SYS_rt_sigsuspend)
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
   if (watch_addr) return {true, "", watch_addr};
   return {};
