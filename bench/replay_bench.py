@@ -34,7 +34,8 @@ def timed(argv, **kw):
 
 def gdb_session(server_argv, prog, timeout):
     """Starts the server on a free port, runs GDB (target remote, continue) to the end: wall
-    time of the whole session and GDB's output."""
+    time of the whole session and GDB's output. Two continues: a replay holds the program once
+    at the recorded end (reverse execution may start there); a live run has ended by then."""
     port = free_port()
     srv = subprocess.Popen(server_argv(":%d" % port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     t = time.perf_counter()
@@ -43,7 +44,8 @@ def gdb_session(server_argv, prog, timeout):
             if srv.poll() is not None:
                 break
         g = subprocess.run(["gdb", "-nx", "-q", "-batch", "-ex", "set confirm off", "-ex", "target remote :%d" % port,
-                            "-ex", "continue", prog], capture_output=True, text=True, timeout=timeout)
+                            "-ex", "continue", "-ex", "continue", prog], capture_output=True, text=True,
+                           timeout=timeout)
         wall = time.perf_counter() - t
     finally:
         srv.kill()
