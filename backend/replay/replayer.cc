@@ -32,6 +32,12 @@ std::string describe_call(long nr, const uint64_t args[6]) {
   return out + ")";
 }
 
+// A call that returns only when a signal comes and sets the signal mask while it waits
+// (rt_sigsuspend): the signal recorded at its return is sent at its entry instead, so that it
+// ends the call at once and is delivered under the call's mask (its handler runs with it, the
+// old mask comes back after), as when recorded. Sent after the call, it could stay blocked.
+bool signal_sent_at_entry(long nr) { return nr == SYS_rt_sigsuspend; }
+
 std::string describe(const TraceEvent& e) {
   switch (e.kind) {
     case EventKind::Syscall: return fmt::format("{} at pc {:#x}", describe_call(e.nr, e.args), e.pc);
@@ -282,10 +288,7 @@ SyscallInterceptor::Verdict Replayer::syscall_entry(pid_t tid) {
     return {true, ""};
   }
   as_ = syscall_policy(nr, args, trace_->header().pid).as;
-  if (nr == SYS_rt_sigsuspend) {
-    // It returns only when a signal comes: the one recorded at its return, sent now. Pending
-    // when the call sets its mask, it ends the call at once and is delivered under that mask
-    // (the handler runs with it; the old mask comes back after), as when recorded.
+  if (signal_sent_at_entry(nr)) {
     const auto& events = trace_->events();
     const TraceEvent* n = cursor_ + 1 < events.size() ? &events[cursor_ + 1] : nullptr;
     if (!n || n->kind != EventKind::Signal || n->args[1] != kSignalAtSyscallExit)
@@ -424,9 +427,8 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   ++cursor_;
   // An asynchronous signal recorded right at this syscall's return: sent now, it is delivered
   // before the next instruction (take_signal gives it the recorded siginfo).
-  // (rt_sigsuspend's was sent at its entry.)
   if (const TraceEvent* n = next();
-      n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit && e->nr != SYS_rt_sigsuspend)
+      n && n->kind == EventKind::Signal && n->args[1] == kSignalAtSyscallExit && !signal_sent_at_entry(e->nr))
     ::syscall(SYS_tgkill, pid_, tid, static_cast<int>(n->nr));
   if (watch_addr) return {true, "", watch_addr};
   return {};

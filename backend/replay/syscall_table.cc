@@ -51,8 +51,7 @@ const std::map<long, Entry>& table() {
       {SYS_dup, {"dup", 1, R::Execute}},
       {SYS_dup2, {"dup2", 2, R::Execute}},
       {SYS_pause, {"pause", 0, R::Emulate}},
-      // Run again: the signal that ended it when recorded is sent at its entry (replayer.cc),
-      // so that it comes inside the call, under the mask the call sets, as it did.
+      // Run again, its recorded signal sent at its entry (replayer.cc, signal_sent_at_entry).
       {SYS_rt_sigsuspend, {"rt_sigsuspend", 2, R::Execute}},
       {SYS_nanosleep, {"nanosleep", 2, R::Emulate}},
       {SYS_getitimer, {"getitimer", 2, R::Emulate}},
