@@ -190,10 +190,10 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
   }
 }
 
-bool BranchStepper::patch_stop(LinuxThread& t, int status) {
+bool BranchStepper::patch_stop(LinuxThread& t, int status, bool settle_later) {
   if (!patch_) return false;
   uint64_t flow = 0;
-  switch (patch_->on_stop(patch_thread(t), status, &flow)) {
+  switch (patch_->on_stop(patch_thread(t), status, &flow, settle_later)) {
     case PatchTracer::StopKind::None:
       return false;
     case PatchTracer::StopKind::Consumed:
@@ -201,7 +201,8 @@ bool BranchStepper::patch_stop(LinuxThread& t, int status) {
         if (host_.exact_stop_changed()) continue_traced(t, 0);  // the patches came out for its int3
         else host_.resume(t, 0);
       }
-      patch_->drain_deferred();  // a full ring, read while its thread runs on in the other
+      // The full ring is read while its thread runs on in the other: a piece at a time by
+      // LinuxProcess::poll_events(), which looks for stops in between.
       return true;
     case PatchTracer::StopKind::Frontier:
       if (!host_.stopping()) continue_traced(t, 0);
@@ -426,9 +427,9 @@ void BranchStepper::settle(LinuxThread& t) {
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps, {} read while the program ran), {} "
         "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites, "
-        "{} catch-ups with the other threads stopped; {}; {} areas shared with the server{}{}",
+        "{} catch-ups with the other threads stopped, {} system-call stops resumed without a drain; {}; {} areas shared with the server{}{}",
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.ring_swaps, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
-        int3_stops_, catch_ups_,
+        int3_stops_, catch_ups_, s.undrained_syscall_stops,
         patch_->plan_dir().empty()
             ? std::string("plan cache off")
             : fmt::format("plan cache: {} block starts explored ahead, {} dropped, {} learned", s.plan_starts,

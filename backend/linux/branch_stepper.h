@@ -133,7 +133,15 @@ class BranchStepper {
   // ---- block patching (--btrace-source=patch, backend/btrace/patch/patch_tracer.h) ----
   // A wait status of t before the dispatcher reads it: true when it was patching's own (a full
   // ring, or a ret/indirect stub that met an unknown target) and is handled.
-  bool patch_stop(LinuxThread& t, int status);
+  // settle_later: a system-call stop leaves its drains to patch_settle() (or to the next stop),
+  // for a caller that resumes most of them at once.
+  bool patch_stop(LinuxThread& t, int status, bool settle_later = false);
+  void patch_settle(LinuxThread& t) {
+    if (patch_) patch_->settle(patch_thread(t));
+  }
+  // A piece of a full ring's deferred drain, while the threads run (the caller looks for stops
+  // in between); false: nothing was left.
+  bool patch_background() { return patch_ && patch_->drain_deferred_some(kBackgroundDrainBytes); }
   // Original bytes back in memory, the thread out of the stubs (reported stops, pauses,
   // detach, vfork). t: the thread at hand, if any.
   void patch_suspend(LinuxThread* t) {
@@ -172,6 +180,7 @@ class BranchStepper {
  private:
   FlowInsn insn_at(uint64_t addr);  // the instruction at addr as a FlowInsn (Trap if not flow)
   // All the patch source sees of t (it knows nothing of LinuxThread).
+  static constexpr size_t kBackgroundDrainBytes = 64 * 1024;  // ~16K entries, tens of microseconds
   static PatchThread patch_thread(LinuxThread& t) { return PatchThread{t.tid, t.cursor, t.in_syscall}; }
 
   Host& host_;

@@ -88,6 +88,13 @@ std::optional<StopEvent> LinuxProcess::poll_events() {
       spin_until = std::chrono::steady_clock::now() + settings_.busy_poll;
       continue;
     }
+    // No stop waiting: a piece of a full ring's drain (block patching) while the threads run,
+    // then a look for stops again, so that a thread stopping meanwhile waits for a piece only;
+    // and the spin goes on after the last piece (the next stop is as near as after a stop).
+    if (phase_ == Phase::Running && stepper_.patch_background()) {
+      spin_until = std::chrono::steady_clock::now() + settings_.busy_poll;
+      continue;
+    }
     if (handled > 0 && phase_ == Phase::Running && std::chrono::steady_clock::now() < spin_until) {
       ::sched_yield();  // let the inferior have the CPU if it shares ours
       continue;
@@ -140,7 +147,9 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) return handle_exit(*t, status);
   if (!WIFSTOPPED(status)) return;
   t->running = false;
-  if (stepper_.patch_stop(*t, status)) return;  // block patching's own stop (a full ring, a stub's miss)
+  // Block patching's own stop (a full ring, a stub's miss). A system-call stop's drains wait
+  // for handle_syscall_stop(), which resumes most of them at once; replay's never wait.
+  if (stepper_.patch_stop(*t, status, !interceptor_)) return;
   int sig = WSTOPSIG(status), event = status >> 16;
   if (sig == SIGTRAP && event != 0) return handle_ptrace_event(*t, event);
   if (sig == (SIGTRAP | 0x80)) return handle_syscall_stop(*t);

@@ -546,6 +546,22 @@ def test_syscall_catchpoint_inside_the_region(procs):
     assert ring_branches(patch)["ring"] > 0
 
 
+def test_syscall_stops_resumed_at_once_leave_the_drains_for_later(procs):
+    """`catch syscall exit_group` makes every system call stop in the server, which resumes
+    all but exit_group's at once: those stops skip the drains (issue 30: gzip waited at each
+    for a drain of its ring), a full ring is read in pieces while the program runs (a 4 KiB
+    ring, TEST ONLY: many full rings among the getppid() stops), and the history GDB reads at
+    the next reported stop is still the software source's, branch for branch."""
+    prog = inferior("patchsyscalls")
+    cmds = ["catch syscall exit_group"] + REGION + ["delete", "catch syscall exit_group", "continue"]
+    soft, patch = compare(procs, prog, ["200"], cmds, server_args=["--test-patch-ring=4096"])
+    assert "call to syscall exit_group" in patch, patch[-2000:]
+    st = ring_branches(patch)
+    assert st["full"] > 3 and st["swaps"] > 3, st
+    m = re.search(r"(\d+) system-call stops resumed without a drain", patch)
+    assert m and int(m.group(1)) >= 2 * 25, re.findall(r"patch: .*", patch)
+
+
 def test_signal_handler_leaving_through_siglongjmp(procs):
     """raise(SIGUSR1) in patched code, whose handler siglongjmps out (no sigreturn): the
     history is the software source's."""

@@ -132,9 +132,11 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
     return false;
   }
   // Empty again, with the room the budget gives now (never under a thread inside a stub: it
-  // may hold the head it read).
+  // may hold the head it read). Without a budget the ring fills on from where it is: a drain
+  // here kept a thread waiting at every system call it made under `catch syscall` (whose stops
+  // the server resumes through here, their drains left for later: on_stop()).
   uint64_t at = pc_of(t.tid), in_stub = 0;
-  if (!stub_at(at, &in_stub)) {
+  if (!stub_at(at, &in_stub) && budget_ && budget_(t.tid)) {
     drain(t.tid, *ring, &t);
     restart(t.tid, *ring);
   }

@@ -77,6 +77,7 @@ class PatchTracer {
     uint64_t drained = 0;         // branches taken from the ring
     uint64_t ring_full = 0;       // guard-page traps
     uint64_t ring_swaps = 0;      // of those, rings read while their thread went on in its other one
+    uint64_t undrained_syscall_stops = 0;  // system-call stops resumed at once, their drains left for later
     uint64_t misses = 0;          // ret/indirect targets not (yet) instrumented
     uint64_t step_outs = 0;       // threads stepped out of a stub at a stop
     uint64_t stale_step_traps = 0;  // single-step traps on our own code, dropped
@@ -110,7 +111,12 @@ class PatchTracer {
   // Frontier: a stub's exit reached a block not explored yet; the thread stands at that block
   // (its branch recorded) and is to be continued traced (which explores from there). A hit
   // of a site's int3 that is gone since (handled late) is a Miss at that site.
-  StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr);
+  // settle_later: a system-call stop skips the drains (the ring fills on from where it is), for
+  // a caller that resumes most such stops at once (a `catch syscall` filtered in the server)
+  // and calls settle() for the others before anything reads t's history or cursor.
+  StopKind on_stop(PatchThread t, int status, uint64_t* flow_addr, bool settle_later = false);
+  // The drains on_stop() skipped: t's ring (the deferred one first) read into its history.
+  void settle(PatchThread t);
   // Work that waits for every thread stopped while others run free (their exits relinked to a
   // translation, a patch that came out fenced): the caller stops the others now and then and
   // calls catch_up(), or a threaded program would stop at those int3s for the rest of its run.
@@ -144,6 +150,10 @@ class PatchTracer {
   // run. Every other read of a ring (any drain, a thread's exit) does it first, so the history
   // keeps its order whoever calls first.
   void drain_deferred();
+  // At most about max_bytes of it, for a caller that looks for stops in between (a drain of a
+  // whole ring kept a thread that stopped meanwhile waiting for all of it). false: there was
+  // nothing left to read.
+  bool drain_deferred_some(size_t max_bytes);
   // t (stopped, not traced) is to run while other threads may run patched: it gets a ring of
   // its own (its branches are dropped); where that fails the patches come out.
   void untraced_run(PatchThread t);

@@ -45,13 +45,27 @@ void PatchTracer::note_dynamic(uint32_t id, uint64_t stub, uint64_t to) {
 }
 
 void PatchTracer::drain_deferred() {
-  if (!deferred_) return;
-  Deferred d = *deferred_;
-  deferred_.reset();
+  while (deferred_) (void)drain_deferred_some(SIZE_MAX);
+}
+
+bool PatchTracer::drain_deferred_some(size_t max_bytes) {
+  if (!deferred_) return false;
+  if (max_bytes != SIZE_MAX) max_bytes = std::min<size_t>(max_bytes, std::max<size_t>(ring_bytes_ / 4, 64));  // a few pieces a ring
+  Deferred& d = *deferred_;
   auto it = rings_.find(d.tid);
-  if (it == rings_.end() || !ready_) return;
+  if (it == rings_.end() || !ready_) {
+    deferred_.reset();
+    return false;
+  }
   size_t used = 0;
-  (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used);
+  uint64_t until = d.head - d.first > max_bytes ? d.first + max_bytes : d.head;
+  (void)drain_span(d.tid, it->second, nullptr, d.first, until, used);
+  d.first += used;
+  // Nothing read (an entry cut by the limit is read whole next time, when the limit reaches
+  // it): the rest at once, so that every call makes progress.
+  if (used == 0 && until != d.head) (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used), d.first += used;
+  if (d.first >= d.head || used == 0) deferred_.reset();
+  return true;
 }
 
 namespace {

@@ -125,7 +125,7 @@ void PatchTracer::settle_thread(pid_t tid, Ring& r, PatchThread* t) {
   (void)set_gs(tid, r, false);
 }
 
-PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* flow_addr) {
+PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* flow_addr, bool settle_later) {
   WriteBatch batch(*this);
   // A ptrace event or syscall stop is inside a system call whose result is not in rax yet: an
   // mmap injected there would step the thread out of that call (into its next event, unseen)
@@ -155,6 +155,13 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
   }
   if (!WIFSTOPPED(status)) return StopKind::None;
   int sig = WSTOPSIG(status);
+  // A stop the caller resumes at once: a drain here would keep the thread waiting for work
+  // nobody reads yet (gzip under `catch syscall`: a stop every 32 KiB it reads or writes).
+  // Not under a branch budget (replay), which counts a ring's room from a drained history.
+  if (settle_later && sig == (SIGTRAP | 0x80) && (status >> 16) == 0 && !(budget_ && budget_(t.tid))) {
+    ++stats_.undrained_syscall_stops;
+    return StopKind::None;
+  }
   if (sig == SIGTRAP && (status >> 16) == 0 && !fences_.empty()) {
     // The int3 of a fenced write (over now): start again at its address.
     user_regs_struct regs{};
@@ -255,6 +262,16 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
   if (have_info) ::ptrace(PTRACE_SETSIGINFO, t.tid, nullptr, &si);
   drain(t.tid, ring, &t);
   return StopKind::None;
+}
+
+void PatchTracer::settle(PatchThread t) {
+  WriteBatch batch(*this);
+  drain_deferred();
+  auto it = rings_.find(t.tid);
+  if (it == rings_.end() || !it->second.gs_set) return;
+  take_last(it->second, t.cursor);
+  drain(t.tid, it->second, &t);
+  if (rings_.size() == 1) update_caches();  // the one thread is stopped
 }
 
 void PatchTracer::thread_created(pid_t child, bool non_stop) {
