@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from harness import gdb_remote, inferior
-from test_btrace_patch import REGION, normalized, session
+from test_btrace_patch import REGION, normalized, ring_branches, session
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -58,6 +58,13 @@ def test_a_second_recording_starts_from_the_first_ones_plan(procs, tmp_path):
     assert second["dropped"] == 0, second
     # the stops exploration cost: frontier traps and unknown targets, mostly gone
     assert second["frontier"] + second["unknown"] < (first["frontier"] + first["unknown"]) // 3, (first, second)
+    # The plan holds what ran (not only where exploration stopped), so a warm run explores
+    # only around it: fewer block ends planned than the first run's deep exploration.
+    assert ring_branches(warm)["patched"] < ring_branches(cold)["patched"] * 9 // 10, \
+        (ring_branches(cold), ring_branches(warm))
+    third = session(procs, "patch", prog, ["30"], REGION, server_args=["--plan-cache=" + cache])
+    same(soft, third, "third run")
+    assert plan_status(third)["frontier"] <= second["frontier"], (second, plan_status(third))
 
 
 def test_a_damaged_plan_costs_only_its_wrong_entries(procs, tmp_path):

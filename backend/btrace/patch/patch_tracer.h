@@ -192,6 +192,7 @@ class PatchTracer {
     std::string plan_key;      // its plan's key in the cache ("" none)
     bool plan_looked = false;  // plan_key computed
     bool seeded = false;       // the cached plan's block starts explored
+    bool warm = false;         // and there were some: its code is explored kWarmExploreDepth deep
   };
   struct StubInfo {
     uint64_t flow = 0;   // the control-flow instruction it stands for
@@ -259,20 +260,30 @@ class PatchTracer {
   // patch_tracer_explore.cc
   // How many direct edges deep exploration plans from where a thread stands (see instrument()).
   static constexpr unsigned kExploreDepth = 5;
+  // In a module whose warm plan is in use: its starts already say where earlier runs went, and
+  // exploring each as deep planned mostly what never runs (ls -l /etc, second run: 7,600 block
+  // ends planned at depth 5, 4,550 at 1, with 16 frontier stops instead of 6, and 25 % faster).
+  static constexpr unsigned kWarmExploreDepth = 1;
   std::optional<uint64_t> slot_target(const FlowInsn& f) const;
   void instrument(pid_t tid, uint64_t pc);
 
   // patch_tracer_plans.cc: the warm plan (plan_cache.h) of each module
   struct PlanState {
     uint64_t code_bytes = 0, file_offset = 0;
-    std::vector<std::pair<uint32_t, uint32_t>> cached;  // as loaded; the valid ones once seeded
-    std::set<std::pair<uint32_t, uint32_t>> learned;    // exploration roots of this run
+    std::vector<patch::PlanStart> cached;  // as loaded; the valid ones once seeded
+    std::set<patch::PlanStart> learned;    // exploration roots of this run, and what ran
     bool dropped = false;  // a cached start was wrong: the file is written anew, not merged
   };
   PlanState* plan_of(Region& r);
   // Exploration is to begin at pc (not visited): the first time in a module, every block start
   // of its cached plan that still holds joins `work`; pc is learned for the next run.
   void use_plan(uint64_t pc, std::vector<std::pair<uint64_t, unsigned>>& work);
+  // The first exploration that reaches a module with a cached plan: its starts join `work`.
+  void seed_plan(Region& r, std::vector<std::pair<uint64_t, unsigned>>& work);
+  void learn_ran();  // into each module's plan: the block starts the run's drains saw run
+  // The plan's entry for the block [start, flow_end) of region r (its bytes' hash); nullopt
+  // where the bytes cannot be read.
+  std::optional<patch::PlanStart> plan_entry(const Region& r, uint64_t start, uint64_t flow, uint64_t flow_end);
   void save_plans();
   void open_frontiers();
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
@@ -395,13 +406,16 @@ class PatchTracer {
   std::map<uint64_t, StubInfo> stubs_;       // stub address -> what it stands for (kept forever)
   std::unordered_set<uint64_t> visited_;     // instrumented block starts
   std::vector<Edge> edges_;                  // ring entry id -> branch
-  // Beside it, per id: 1 when a fixed entry of that edge is a branch (not a jump to the next
-  // instruction). The drain reads this byte, not the 32-byte edge, for most entries.
-  std::vector<uint8_t> edge_taken_;
+  // Beside it, per id: kEdgeTaken when a fixed entry of that edge is a branch (not a jump to
+  // the next instruction), kEdgeSeen once a drain met one. The drain reads this byte, not the
+  // 32-byte edge, for most entries (and writes it the first time only).
+  static constexpr uint8_t kEdgeTaken = 1, kEdgeSeen = 2;
+  std::vector<uint8_t> edge_flags_;
   void add_edge(const Edge& e) {
     edges_.push_back(e);
-    edge_taken_.push_back(e.to != e.from + e.len);
+    edge_flags_.push_back(e.to != e.from + e.len ? kEdgeTaken : 0);
   }
+  std::vector<uint64_t> ran_targets_;  // ret/indirect targets the drains saw (the caches' moves)
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> cache_edges_;  // (site, target) -> id
   std::vector<std::pair<uint64_t, uint64_t>> cache_moves_;         // (stub, target) seen in a drain
   std::vector<uint32_t> cache_move_ids_;

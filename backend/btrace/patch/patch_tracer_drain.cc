@@ -75,7 +75,7 @@ namespace {
 // that everything it touches stays in registers (in the whole loop the compiler kept the
 // table, the bounds and the entry on the stack). Returns the offset after the run; counts
 // the branches in it (an entry whose edge is no branch counts nothing), the newest in last.
-size_t fixed_run(const uint8_t* buf, size_t i, size_t bytes, size_t max, const uint8_t* taken, size_t nedges,
+size_t fixed_run(const uint8_t* buf, size_t i, size_t bytes, size_t max, uint8_t* flags, size_t nedges,
                  size_t& count, uint32_t& last, uint32_t* out) {
   size_t n = count;
   uint32_t newest = last;
@@ -85,7 +85,9 @@ size_t fixed_run(const uint8_t* buf, size_t i, size_t bytes, size_t max, const u
     std::memcpy(&word, buf + i, 4);
     if (word >= nedges) break;  // the dynamic flag is bit 31: above every id
     i += 4;
-    if (!taken[word]) continue;
+    uint8_t f = flags[word];
+    if (!(f & 1)) continue;                        // kEdgeTaken
+    if (!(f & 2)) flags[word] = f | 2;             // kEdgeSeen: the warm plan learns what ran
     newest = word;
     if (out) out[n] = word;  // keep_all: out is indexed by the count (every fixed branch kept)
     ++n;
@@ -116,7 +118,7 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
   // branch is spelled out. Locals only in the loops: a member written there is stored back at
   // every entry, as the compiler cannot tell it from the ring's bytes.
   const Edge* edges = edges_.data();
-  const uint8_t* taken = edge_taken_.data();
+  uint8_t* flags = edge_flags_.data();
   const size_t nedges = edges_.size();
   const size_t kept = tracer_->branches_kept(tid);
   // A history that keeps more branches than this span can hold (a whole run kept) takes all
@@ -148,12 +150,12 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
       // This entry and the fixed ones after it, up to the next mark.
       if (keep_all) {
         size_t kept_now = nout;  // out[] is indexed by what it holds (dynamic entries too)
-        i = fixed_run(buf, i, bytes, bytes / 4, taken, nedges, kept_now, last_word, out);
+        i = fixed_run(buf, i, bytes, bytes / 4, flags, nedges, kept_now, last_word, out);
         count += kept_now - nout;
         nout = kept_now;
       } else {
         size_t at = i;
-        i = fixed_run(buf, i, bytes, until_mark, taken, nedges, count, last_word, nullptr);
+        i = fixed_run(buf, i, bytes, until_mark, flags, nedges, count, last_word, nullptr);
         until_mark -= (i - at) / 4 - 1;  // the test above counted the run's first entry
       }
       end = i;
@@ -194,7 +196,7 @@ size_t PatchTracer::drain_span(pid_t tid, Ring& r, PatchThread* t, uint64_t firs
       std::memcpy(&word, buf + i, 4);
       if (!(word & patch::kDynamicEntry)) {
         i += 4;
-        if (taken[word] && n++ >= skip) out[nout++] = word;
+        if ((flags[word] & kEdgeTaken) && n++ >= skip) out[nout++] = word;
         continue;
       }
       const Edge& e = edges[word & ~patch::kDynamicEntry];
@@ -232,6 +234,7 @@ void PatchTracer::update_caches() {
     StubInfo& info = it->second;
     if (std::any_of(pcs.begin(), pcs.end(), [&, b = base](uint64_t pc) { return pc >= b && pc < b + info.len; })) continue;
     if (!visited_.count(target)) continue;
+    ran_targets_.push_back(target);
     auto [e, fresh] = cache_edges_.try_emplace({info.flow, target}, static_cast<uint32_t>(edges_.size()));
     if (fresh) add_edge(Edge{info.flow, target, info.flow_len, 0});
     uint8_t slot[patch::kCacheBytes] = {};

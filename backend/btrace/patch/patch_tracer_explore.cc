@@ -38,8 +38,11 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
   std::vector<std::pair<uint64_t, Site*>> dirty;  // map nodes stay put: no second lookup
   for (size_t w = 0; w < work.size(); ++w) {
     auto [b, depth] = work[w];
-    if (visited_.count(b) || !region_of(b)) continue;
-    if (depth > kExploreDepth) continue;
+    if (visited_.count(b)) continue;
+    Region* in = region_of(b);
+    if (!in) continue;
+    if (!in->seeded) seed_plan(*in, work);  // reached through an edge from another module
+    if (depth > (in->warm ? kWarmExploreDepth : kExploreDepth)) continue;
     auto block = code_.block_at(b);
     if (!block) continue;  // an edge to it stays an int3 (its site sees it unvisited)
     visited_.insert(b);

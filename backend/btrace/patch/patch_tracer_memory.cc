@@ -60,11 +60,14 @@ bool PatchTracer::read_code(uint64_t addr, std::span<uint8_t> out) {
 
 void PatchTracer::invalidate(uint64_t addr, uint64_t len) {
   WriteBatch batch(*this);
+  bool touches = false;
+  for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
+  // The warm plan keeps what ran so far (the sites name its blocks, and forget_plans() drops
+  // them), hashed over the bytes as they were: before the pages read for that are dropped.
+  if (touches) learn_ran();
   if (len > 64 * kPage) code_pages_.clear();
   else
     for (uint64_t page = addr & ~(kPage - 1); page < addr + len; page += kPage) code_pages_.erase(page);
-  bool touches = false;
-  for (const auto& r : regions_) touches = touches || (addr < r.hi && addr + len > r.lo);
   if (!touches) return;
   forget_plans();
 }

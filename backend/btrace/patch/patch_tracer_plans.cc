@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace backend {
 
@@ -34,37 +36,91 @@ void PatchTracer::use_plan(uint64_t pc, std::vector<std::pair<uint64_t, unsigned
   PlanState* st = plan_of(*r);
   if (!st) return;
   auto block = code_.block_at(pc);
-  if (block && block->end.addr < r->hi &&
-      st->learned.emplace(static_cast<uint32_t>(pc - r->lo), static_cast<uint32_t>(block->end.addr - r->lo)).second)
-    ++stats_.plan_learned;
+  if (block && block->end.addr < r->hi)
+    if (auto e = plan_entry(*r, pc, block->end.addr, block->end.addr + block->end.len); e && st->learned.insert(*e).second)
+      ++stats_.plan_learned;
+  seed_plan(*r, work);
+}
+
+void PatchTracer::seed_plan(Region& region, std::vector<std::pair<uint64_t, unsigned>>& work) {
+  Region* r = &region;
   // Other threads running: what the plan adds would mostly become int3 sites (patches over
   // code they may run wait): the plan waits for a stop of all.
   if (r->seeded || concurrent_) return;
+  PlanState* st = plan_of(*r);
   r->seeded = true;
+  if (!st) return;
   // Each cached start explored as deep as the run that met it did: the plan that run ended
   // with, at once. (Explored less deep, to shrink the plan towards what runs, the second run
   // stopped more than the first: ls -l /etc, 497 frontier traps against 473.)
   // Each start decoded again from the program's bytes: one whose block ends elsewhere now
   // (the file is not what the plan was made from) is dropped, never planned.
-  std::vector<std::pair<uint32_t, uint32_t>> valid;
-  for (auto [start, end] : st->cached) {
-    auto b = code_.block_at(r->lo + start);
-    if (!b || b->end.addr != r->lo + end) {
+  std::vector<patch::PlanStart> valid;
+  for (const patch::PlanStart& s : st->cached) {
+    auto b = code_.block_at(r->lo + s.start);
+    std::optional<patch::PlanStart> now;
+    if (b && b->end.addr == r->lo + s.end) now = plan_entry(*r, r->lo + s.start, b->end.addr, b->end.addr + b->end.len);
+    if (!now || *now != s) {
       ++stats_.plan_dropped;
       st->dropped = true;
       continue;
     }
-    valid.emplace_back(start, end);
-    if (!visited_.count(r->lo + start)) work.emplace_back(r->lo + start, 0);
+    valid.push_back(s);
+    if (!visited_.count(r->lo + s.start)) work.emplace_back(r->lo + s.start, 0);
   }
   stats_.plan_starts += valid.size();
+  r->warm = !valid.empty();
   st->cached = std::move(valid);
 }
 
+// What ran, for the next run's plan: the block at every taken branch's target a drain met (a
+// fixed edge's kEdgeSeen, a ret/indirect target the inline caches moved to) and the block that
+// branch ended; from each, the blocks after conditional branches that were never taken (every
+// run of them fell through: no branch's target, they ran all the same). The next run explores
+// each of them kWarmExploreDepth deep, not the whole of what they reach.
+void PatchTracer::learn_ran() {
+  std::unordered_map<uint64_t, uint64_t> site_of;  // block start -> the flow instruction ending it
+  site_of.reserve(site_starts_.size());
+  for (const auto& [site, start] : site_starts_) site_of.emplace(start, site);
+  std::unordered_set<uint64_t> taken_at, learned;  // sites some branch of which was taken; starts done
+  for (size_t id = 0; id < edges_.size(); ++id)
+    if (edge_flags_[id] & kEdgeSeen) taken_at.insert(edges_[id].from);
+  auto learn = [&](uint64_t start) {
+    for (int chain = 0; chain < 256 && learned.insert(start).second; ++chain) {
+      auto it = site_of.find(start);
+      Region* r = it == site_of.end() ? nullptr : region_of(start);
+      if (!r || it->second >= r->hi) return;
+      auto site = sites_.find(it->second);
+      if (site == sites_.end()) return;
+      const FlowInsn& f = site->second.block.end;
+      if (PlanState* st = plan_of(*r))
+        if (auto e = plan_entry(*r, start, f.addr, f.addr + f.len)) st->learned.insert(*e);
+      if ((f.kind != FlowKind::CondJump && f.kind != FlowKind::Loop) || !f.len || taken_at.count(f.addr)) return;
+      start = f.addr + f.len;
+    }
+  };
+  for (size_t id = 0; id < edges_.size(); ++id) {
+    if (!(edge_flags_[id] & kEdgeSeen)) continue;
+    learn(edges_[id].to);
+    auto [b, e] = site_starts_.equal_range(edges_[id].from);
+    for (auto it = b; it != e; ++it) learn(it->second);
+  }
+  for (uint64_t to : ran_targets_) learn(to);
+  ran_targets_.clear();
+}
+
+std::optional<patch::PlanStart> PatchTracer::plan_entry(const Region& r, uint64_t start, uint64_t flow, uint64_t flow_end) {
+  if (start < r.lo || flow < start || flow_end <= flow || flow >= r.hi || flow_end - start > 4096) return std::nullopt;
+  std::vector<uint8_t> bytes(flow_end - start);
+  if (!read_code(start, bytes)) return std::nullopt;  // the original bytes (the server's copy of the page)
+  return patch::PlanStart{static_cast<uint32_t>(start - r.lo), static_cast<uint32_t>(flow - r.lo), patch::block_hash(bytes)};
+}
+
 void PatchTracer::save_plans() {
+  learn_ran();
   for (auto& [key, st] : plans_) {
     // Nothing new: the file stays as it is (a warm run writes nothing).
-    std::vector<std::pair<uint32_t, uint32_t>> fresh;
+    std::vector<patch::PlanStart> fresh;
     std::set_difference(st.learned.begin(), st.learned.end(), st.cached.begin(), st.cached.end(), std::back_inserter(fresh));
     if (fresh.empty() && !st.dropped) continue;
     patch::ModulePlan plan{st.code_bytes, st.file_offset, std::move(fresh)};

@@ -20,7 +20,8 @@ namespace backend::patch {
 
 namespace {
 
-constexpr char kMagic[8] = {'B', 'S', 'P', 'L', 'A', 'N', '0', '1'};
+constexpr char kMagic[8] = {'B', 'S', 'P', 'L', 'A', 'N', '0', '2'};
+constexpr size_t kEntry = 12;
 constexpr size_t kHeader = 8 + 8 + 8 + 4 + 4;
 
 void put(std::vector<uint8_t>& out, uint64_t v, int bytes) {
@@ -45,15 +46,22 @@ bool make_dirs(const std::string& dir) {
 
 }  // namespace
 
+uint32_t block_hash(std::span<const uint8_t> bytes) {
+  uint32_t h = 0x811c9dc5u;
+  for (uint8_t b : bytes) h = (h ^ b) * 0x01000193u;
+  return h;
+}
+
 std::vector<uint8_t> encode_plan(const ModulePlan& plan) {
   std::vector<uint8_t> out(kMagic, kMagic + 8);
   put(out, plan.code_bytes, 8);
   put(out, plan.file_offset, 8);
   put(out, plan.starts.size(), 4);
   put(out, 0, 4);
-  for (auto [start, end] : plan.starts) {
-    put(out, start, 4);
-    put(out, end, 4);
+  for (const PlanStart& s : plan.starts) {
+    put(out, s.start, 4);
+    put(out, s.end, 4);
+    put(out, s.hash, 4);
   }
   return out;
 }
@@ -64,13 +72,14 @@ std::optional<ModulePlan> parse_plan(std::span<const uint8_t> bytes) {
   plan.code_bytes = get(bytes, 8, 8);
   plan.file_offset = get(bytes, 16, 8);
   uint64_t count = get(bytes, 24, 4);
-  if (get(bytes, 28, 4) != 0 || count > PlanCache::kMaxStarts || bytes.size() != kHeader + count * 8) return std::nullopt;
+  if (get(bytes, 28, 4) != 0 || count > PlanCache::kMaxStarts || bytes.size() != kHeader + count * kEntry) return std::nullopt;
   plan.starts.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
-    uint32_t start = static_cast<uint32_t>(get(bytes, kHeader + i * 8, 4));
-    uint32_t end = static_cast<uint32_t>(get(bytes, kHeader + i * 8 + 4, 4));
-    if (start > end || end >= plan.code_bytes) return std::nullopt;
-    plan.starts.emplace_back(start, end);
+    size_t at = kHeader + i * kEntry;
+    PlanStart s{static_cast<uint32_t>(get(bytes, at, 4)), static_cast<uint32_t>(get(bytes, at + 4, 4)),
+                static_cast<uint32_t>(get(bytes, at + 8, 4))};
+    if (s.start > s.end || s.end >= plan.code_bytes) return std::nullopt;
+    plan.starts.push_back(s);
   }
   std::sort(plan.starts.begin(), plan.starts.end());
   plan.starts.erase(std::unique(plan.starts.begin(), plan.starts.end()), plan.starts.end());

@@ -5,14 +5,16 @@
 //
 // A plan holds only addresses, never code: each block start with the address of the
 // control-flow instruction that ends its block, both as offsets from the start of the module's
-// executable mapping. The tracer decodes every start again from the program's bytes and drops
-// one whose block does not end where the plan says, so a stale or damaged file can cost
-// exploration, never a wrong patch. Files: DIR/<key>.plan, written whole (a temporary file
+// executable mapping, and a hash of the block's bytes. The tracer decodes every start again
+// from the program's bytes and drops one whose block does not end where the plan says or whose
+// bytes hash otherwise (a start moved into an instruction can decode to the same end), so a
+// stale or damaged file can cost exploration, never a wrong patch. Files: DIR/<key>.plan, written whole (a temporary file
 // renamed over the old one), merged with what is there.
 #pragma once
 
 #include <sys/types.h>
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -22,15 +24,24 @@
 
 namespace backend::patch {
 
+struct PlanStart {
+  uint32_t start = 0, end = 0;  // the block's start, and its control-flow instruction's address
+  uint32_t hash = 0;            // block_hash() of its bytes, start to the end of that instruction
+  auto operator<=>(const PlanStart&) const = default;
+};
+
 struct ModulePlan {
   uint64_t code_bytes = 0;  // the size of the executable mapping the offsets are in
   uint64_t file_offset = 0;  // the file offset that mapping starts at
-  std::vector<std::pair<uint32_t, uint32_t>> starts;  // (block start, its block end), sorted, unique
+  std::vector<PlanStart> starts;  // sorted, unique
 };
 
-// The file's bytes, and back: "BSPLAN01", u64 code_bytes, u64 file_offset, u32 count, u32 0,
-// then count pairs of u32 (little endian). nullopt: not a plan, truncated, or an offset out of
-// the mapping.
+// FNV-1a (32 bits) over a block's bytes.
+uint32_t block_hash(std::span<const uint8_t> bytes);
+
+// The file's bytes, and back: "BSPLAN02", u64 code_bytes, u64 file_offset, u32 count, u32 0,
+// then count triples of u32 (start, end, hash; little endian). nullopt: not a plan (an older
+// format too), truncated, or an offset out of the mapping.
 std::vector<uint8_t> encode_plan(const ModulePlan& plan);
 std::optional<ModulePlan> parse_plan(std::span<const uint8_t> bytes);
 

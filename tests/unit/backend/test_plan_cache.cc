@@ -25,7 +25,7 @@ ModulePlan sample() {
   ModulePlan p;
   p.code_bytes = 0x20000;
   p.file_offset = 0x1000;
-  p.starts = {{0x10, 0x24}, {0x30, 0x30}, {0x1fff0, 0x1fffe}};
+  p.starts = {{0x10, 0x24, 0xdeadbeef}, {0x30, 0x30, 7}, {0x1fff0, 0x1fffe, 0}};
   return p;
 }
 
@@ -43,8 +43,8 @@ struct TempDir {
 TEST_CASE("a plan's file round-trips", "[plan_cache]") {
   ModulePlan p = sample();
   auto bytes = encode_plan(p);
-  REQUIRE(bytes.size() == 32 + 3 * 8);
-  REQUIRE(std::string(bytes.begin(), bytes.begin() + 8) == "BSPLAN01");
+  REQUIRE(bytes.size() == 32 + 3 * 12);
+  REQUIRE(std::string(bytes.begin(), bytes.begin() + 8) == "BSPLAN02");
   auto back = parse_plan(bytes);
   REQUIRE(back);
   CHECK(back->code_bytes == p.code_bytes);
@@ -60,16 +60,18 @@ TEST_CASE("a plan's file round-trips", "[plan_cache]") {
 
 TEST_CASE("parse_plan sorts and drops repeated starts", "[plan_cache]") {
   ModulePlan p = sample();
-  p.starts = {{0x30, 0x30}, {0x10, 0x24}, {0x30, 0x30}};
+  p.starts = {{0x30, 0x30, 1}, {0x10, 0x24, 2}, {0x30, 0x30, 1}, {0x30, 0x30, 3}};
   auto back = parse_plan(encode_plan(p));
   REQUIRE(back);
-  CHECK(back->starts == std::vector<std::pair<uint32_t, uint32_t>>{{0x10, 0x24}, {0x30, 0x30}});
+  CHECK(back->starts == std::vector<backend::patch::PlanStart>{{0x10, 0x24, 2}, {0x30, 0x30, 1}, {0x30, 0x30, 3}});
 }
 
 TEST_CASE("parse_plan refuses what is not a whole plan", "[plan_cache]") {
   auto good = encode_plan(sample());
-  SECTION("wrong magic") {
-    good[7] = '2';
+  SECTION("wrong magic, or the older format (no hashes)") {
+    good[7] = '3';
+    CHECK_FALSE(parse_plan(good));
+    good[7] = '1';
     CHECK_FALSE(parse_plan(good));
   }
   SECTION("truncated, or bytes after the last pair") {
@@ -88,10 +90,10 @@ TEST_CASE("parse_plan refuses what is not a whole plan", "[plan_cache]") {
   }
   SECTION("a block end outside the mapping, or before its start") {
     ModulePlan p = sample();
-    p.starts.back().second = static_cast<uint32_t>(p.code_bytes);
+    p.starts.back().end = static_cast<uint32_t>(p.code_bytes);
     CHECK_FALSE(parse_plan(encode_plan(p)));
     p = sample();
-    p.starts.front() = {0x24, 0x10};
+    p.starts.front() = {0x24, 0x10, 0};
     CHECK_FALSE(parse_plan(encode_plan(p)));
   }
 }
@@ -106,11 +108,20 @@ TEST_CASE("parse_plan never crashes on damaged files, and whatever it accepts ho
     if (rng() % 8 == 0) bytes.resize(rng() % (bytes.size() + 1));
     auto p = parse_plan(bytes);
     if (!p) continue;
-    for (auto [s, e] : p->starts) {
-      REQUIRE(s <= e);
-      REQUIRE(e < p->code_bytes);
+    for (const auto& s : p->starts) {
+      REQUIRE(s.start <= s.end);
+      REQUIRE(s.end < p->code_bytes);
     }
   }
+}
+
+TEST_CASE("block_hash is FNV-1a over the bytes: a start moved by a byte hashes otherwise", "[plan_cache]") {
+  using backend::patch::block_hash;
+  CHECK(block_hash({}) == 0x811c9dc5u);
+  const uint8_t a[] = {'a'};
+  CHECK(block_hash(a) == 0xe40c292cu);  // FNV-1a 32 of "a"
+  const uint8_t code[] = {0x55, 0x48, 0x89, 0xe5, 0x74, 0x02};
+  CHECK(block_hash(code) != block_hash(std::span<const uint8_t>(code + 1, sizeof code - 1)));
 }
 
 TEST_CASE("a module's key: its build id, and none for a file replaced since it was mapped", "[plan_cache]") {
@@ -167,7 +178,7 @@ TEST_CASE("save writes the union with the plan on disk, load reads it back", "[p
   REQUIRE(back);
   CHECK(back->starts == p.starts);
   ModulePlan more = sample();
-  more.starts = {{0x40, 0x48}, {0x10, 0x24}};
+  more.starts = {{0x40, 0x48, 5}, {0x10, 0x24, 0xdeadbeef}};
   REQUIRE(cache.save("bkey", more));
   back = cache.load("bkey");
   REQUIRE(back);
