@@ -118,3 +118,29 @@ def test_plan_cache_off_keeps_nothing(procs, tmp_path):
         assert ("plan cache off" in out) == (not kept), out[-3000:]
         srv.wait_exit()
         assert bool(list(xdg.glob("branchstub/plans/*.plan"))) == kept, (option, out[-3000:])
+
+
+@pytest.mark.parametrize("program", ["patchlibs", "ls"])
+def test_a_whole_run_from_the_loader_teaches_the_next_one_what_ran(procs, tmp_path, program):
+    """Recorded from the loader's first instruction to exit_group, where GDB leaves and the
+    server ends the program (every module goes at once, as `bench/whole_run_bench.py` ends
+    its runs): the plan still keeps the blocks that ran, so the next run explores
+    around them only (fewer block ends planned) and rarely meets a frontier trap."""
+    # ls -l /etc loads more libraries (libselinux, libpcre2): its plan was once kept only
+    # where exploration stopped (the blocks that ran were lost with the modules at the end)
+    prog, args = (inferior("patchlibs"), ["30"]) if program == "patchlibs" else ("/bin/ls", ["-l", "/etc"])
+    cache = str(tmp_path / "plans")
+    cmds = ["record btrace", "catch syscall exit_group", "continue", "monitor btrace status"]
+
+    def run():  # GDB leaves without a kill: the server ends the program it launched
+        srv = procs.server(["--btrace-source=patch", "--plan-cache=" + cache, "--once", "{COMM}", prog] + args)
+        out = gdb_remote(srv, cmds, prog=prog, timeout=180).out
+        srv.wait_exit(20)
+        return out
+    cold, warm = run(), run()
+    for out in (cold, warm):
+        assert "call to syscall exit_group" in out, out[-3000:]
+    c, w = ring_branches(cold), ring_branches(warm)
+    first, second = plan_status(cold), plan_status(warm)
+    assert w["patched"] < c["patched"] * 9 // 10, (c, w)
+    assert second["frontier"] <= max(10, first["frontier"] // 4), (first, second)

@@ -55,12 +55,15 @@ bool PatchTracer::sync_regions() {
       now.back().file_offset = m.offset;
     }
   }
-  bool dropped = false;
+  auto kept = [&](const Region& r) {
+    return std::any_of(now.begin(), now.end(), [&](const Region& n) { return n.lo == r.lo && n.hi == r.hi && n.name == r.name; });
+  };
+  bool dropped = !std::all_of(regions_.begin(), regions_.end(), kept);
+  // The warm plan keeps what ran so far: forget_plans() below drops the sites that name its
+  // blocks (at a process's end every region goes).
+  if (dropped) learn_ran();
   for (const auto& r : regions_) {
-    bool kept = std::any_of(now.begin(), now.end(),
-                            [&](const Region& n) { return n.lo == r.lo && n.hi == r.hi && n.name == r.name; });
-    if (kept) continue;
-    dropped = true;
+    if (kept(r)) continue;
     code_writes_.drop(r.lo, r.hi);
     for (auto& [a, s] : sites_)
       if (a >= r.lo && a < r.hi) {
