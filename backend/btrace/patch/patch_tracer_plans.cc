@@ -1,6 +1,8 @@
-// PatchTracer: the warm plan. The block starts a run's exploration had to stop for are kept per
-// module file (patch/plan_cache.h); the next recording of the same file explores them all at
-// its first stop in that module, so its frontier traps and unknown targets are met already.
+// PatchTracer: the warm plan. The block starts a run's exploration had to stop for, and the
+// blocks that ran, are kept per module file (patch/plan_cache.h); the next recording of the
+// same file explores them all when it first reaches that module, only a little around them,
+// so its frontier traps and unknown targets are met already and little that never runs is
+// planned.
 #include "backend/btrace/patch/patch_tracer.h"
 
 #include <algorithm>
@@ -50,11 +52,10 @@ void PatchTracer::seed_plan(Region& region, std::vector<std::pair<uint64_t, unsi
   PlanState* st = plan_of(*r);
   r->seeded = true;
   if (!st) return;
-  // Each cached start explored as deep as the run that met it did: the plan that run ended
-  // with, at once. (Explored less deep, to shrink the plan towards what runs, the second run
-  // stopped more than the first: ls -l /etc, 497 frontier traps against 473.)
-  // Each start decoded again from the program's bytes: one whose block ends elsewhere now
-  // (the file is not what the plan was made from) is dropped, never planned.
+  // Every cached start at once, the module then explored kWarmExploreDepth deep around them
+  // (they say what ran: learn_ran()). Each start decoded again from the program's bytes: one
+  // whose block ends elsewhere now or whose bytes hash otherwise (the file is not what the
+  // plan was made from, or the plan is damaged) is dropped, never planned.
   std::vector<patch::PlanStart> valid;
   for (const patch::PlanStart& s : st->cached) {
     auto b = code_.block_at(r->lo + s.start);

@@ -1,7 +1,7 @@
 // The block-patching source's warm plan (issue 30): where a recording of a module had to stop
-// to explore (the block starts its exploration began from), kept on disk between runs and keyed
-// by the module file's build id, so that the next recording of the same file explores all of
-// them at its first stop there instead of stopping at each one again.
+// to explore (the block starts its exploration began from) and the blocks that ran, kept on
+// disk between runs and keyed by the module file's build id, so that the next recording of the
+// same file explores all of them at once instead of stopping at each one again.
 //
 // A plan holds only addresses, never code: each block start with the address of the
 // control-flow instruction that ends its block, both as offsets from the start of the module's
