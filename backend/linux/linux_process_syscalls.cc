@@ -85,10 +85,13 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
     t.syscall_nr = errno ? (entry ? -1 : t.syscall_nr) : static_cast<int>(nr);
   }
   t.in_syscall = entry;
+  int nr = t.syscall_nr;
+  bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
   // Block patching left this stop's drains for now (handle_stop): a stop resumed at once below
-  // needs none; any other settles the thread's history first.
-  bool resumed_plainly = !t.lifted_step && !t.syscall_flow && !t.watch_step && !interceptor_;
-  if (!resumed_plainly) stepper_.patch_settle(t);
+  // (no client, engine or interceptor waits on it) needs none; any other settles the thread's
+  // history first.
+  bool resumed_at_once = !wanted && !stopping() && !t.lifted_step && !t.syscall_flow && !t.watch_step && !interceptor_;
+  if (!resumed_at_once) stepper_.patch_settle(t);
   if (entry && t.lifted_step && !t.signal_entry && t.lifted_step->insn.kind == FlowKind::Syscall) {
     // The lifted syscall instruction has run up to its entry: our int3 goes back now (as after
     // a lifted step); the exit stop records it. A displaced one returns to after the original
@@ -123,17 +126,14 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
       return report(t, make_event(StopKind::Signal, t.tid, SIGTRAP));
     }
   }
-  int nr = t.syscall_nr;
-  bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));
-  if (!wanted && !stopping()) {
+  if (!wanted) {
+    if (stopping()) return;
     // A traced thread plans its next block; under replay a step that ran into the syscall
     // ends (or goes on) here.
     if (finished_flow || (interceptor_ && !entry)) return proceed(t);
     resume_thread(t, 0);
     return;
   }
-  if (resumed_plainly) stepper_.patch_settle(t);
-  if (!wanted) return;  // stopping: another thread's event is reported
   StopEvent ev = make_event(entry ? StopKind::SyscallEntry : StopKind::SyscallReturn, t.tid, SIGTRAP);
   ev.syscall_no = nr;
   report(t, ev);

@@ -61,9 +61,12 @@ bool PatchTracer::drain_deferred_some(size_t max_bytes) {
   uint64_t until = d.head - d.first > max_bytes ? d.first + max_bytes : d.head;
   (void)drain_span(d.tid, it->second, nullptr, d.first, until, used);
   d.first += used;
-  // Nothing read (an entry cut by the limit is read whole next time, when the limit reaches
-  // it): the rest at once, so that every call makes progress.
-  if (used == 0 && until != d.head) (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used), d.first += used;
+  if (used == 0 && until != d.head) {
+    // Nothing read (a dynamic entry cut by the limit): the rest at once, so that every call
+    // makes progress.
+    (void)drain_span(d.tid, it->second, nullptr, d.first, d.head, used);
+    d.first += used;
+  }
   if (d.first >= d.head || used == 0) deferred_.reset();
   return true;
 }
