@@ -1,10 +1,9 @@
 // BranchRing: the software/LBR sources' history, read the way gdbserver reads a BTS buffer.
 #include "backend/btrace/branch_ring.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "backend/btrace/blocks.h"
@@ -19,8 +18,10 @@ uint64_t bts_buffer_bytes(uint64_t requested, uint64_t page_size) {
   return pow2 * page_size;
 }
 
-BranchRing::BranchRing(uint64_t size_bytes)
-    : size_bytes_(size_bytes), capacity_(static_cast<size_t>(std::max<uint64_t>(1, size_bytes / kBytesPerBranch))) {}
+BranchRing::BranchRing(uint64_t size_bytes, size_t piece_branches)
+    : piece_(std::max<size_t>(piece_branches, 64)),
+      size_bytes_(size_bytes),
+      capacity_(static_cast<size_t>(std::max<uint64_t>(1, size_bytes / kBytesPerBranch))) {}
 
 size_t BranchRing::capacity() const { return capacity_; }
 
@@ -66,42 +67,118 @@ void BranchRing::push_entries(std::span<const uint32_t> entries, std::span<const
 }
 
 void BranchRing::append_ids(const uint32_t* ids, size_t n) {
-  // The vector grows only as branches arrive: a huge configured size costs memory only once
-  // that much history exists.
-  size_t cap = capacity(), i = 0;
-  if (ring_.size() < cap && n) {
-    size_t take = std::min(cap - ring_.size(), n);
-    if (ring_.size() + take > ring_.capacity()) {
-      // The whole capacity at once where it is modest (address space only: pages are touched
-      // as branches arrive), else 4x at a time: few or no copies of a history of millions.
-      constexpr size_t kReserveAll = (size_t{1} << 30) / sizeof(uint32_t);
-      size_t want = cap <= kReserveAll ? cap : std::max(ring_.size() + take, ring_.capacity() * 4);
-      ring_.reserve(std::min(cap, want));
+  if (sealing()) {
+    while (n) {
+      if (ring_.size() == piece_) seal();
+      if (ring_.capacity() < piece_) ring_.reserve(piece_);  // once: the open piece is reused
+      size_t take = std::min(piece_ - ring_.size(), n);
+      ring_.insert(ring_.end(), ids, ids + take);
+      head_ += take;
+      ids += take;
+      n -= take;
     }
-#ifdef MADV_POPULATE_WRITE
-    // Fault in the pages this batch fills with one call instead of one fault every 1024 branches.
-    if (take >= 4096) {
-      constexpr uintptr_t kPage = 4096;
-      auto b = (reinterpret_cast<uintptr_t>(ring_.data() + ring_.size()) + kPage - 1) & ~(kPage - 1);
-      auto e = reinterpret_cast<uintptr_t>(ring_.data() + ring_.size() + take) & ~(kPage - 1);
-      if (e > b) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE);
+  } else {
+    // The whole capacity at once (at most one piece: address space only, pages are touched
+    // as branches arrive).
+    size_t cap = capacity(), i = 0;
+    if (ring_.size() < cap && n) {
+      size_t take = std::min(cap - ring_.size(), n);
+      if (ring_.capacity() < cap) ring_.reserve(cap);
+      ring_.insert(ring_.end(), ids, ids + take);
+      head_ += take;
+      i = take;
     }
-#endif
-    ring_.insert(ring_.end(), ids, ids + take);
-    head_ += take;
-    i = take;
-  }
-  if (i < n) {
-    size_t at = head_ % cap;
-    head_ += n - i;
-    for (; i < n; ++i) {
-      ring_[at] = ids[i];
-      if (++at == cap) at = 0;
+    if (i < n) {
+      size_t at = head_ % cap;
+      head_ += n - i;
+      for (; i < n; ++i) {
+        ring_[at] = ids[i];
+        if (++at == cap) at = 0;
+      }
     }
   }
   // Distinct branches keep coming (code generated at run time, a ring overwritten many times):
   // the dictionary is rebuilt from what the ring holds before it outgrows it.
-  if (dict_.size() > 2 * ring_.size() + 65536) compact();
+  if (dict_.size() > 2 * stored() + 65536) compact();
+}
+
+namespace {
+
+// Table slots: ids are dense from 0, so up to this many distinct branches predict without
+// sharing a slot; the extra last slot is the context of a piece's first branch.
+constexpr size_t kPredictSlots = size_t{1} << 16;
+constexpr uint32_t kPredictMask = kPredictSlots - 1;
+
+}  // namespace
+
+BranchRing::Piece BranchRing::encode(const uint32_t* ids, size_t n, uint64_t first) {
+  Piece p;
+  p.first = first;
+  p.count = n;
+  p.hits.assign((n + 63) / 64, 0);
+  predicted_.assign(kPredictSlots + 1, 0);  // id + 1 of what followed; 0: nothing yet
+  if (misses_.size() < 4 * n + 4) misses_.resize(4 * n + 4);
+  uint32_t* table = predicted_.data();
+  uint8_t* m = misses_.data();
+  uint32_t widest = 0;
+  size_t context = kPredictSlots;
+  // Without a branch on the outcome (a miss every few branches would be mispredicted): each
+  // id is written as a miss and kept only when it was one; 64 outcomes a word.
+  for (size_t word = 0; word * 64 < n; ++word) {
+    size_t end = std::min(n, word * 64 + 64);
+    uint64_t bits = 0;
+    for (size_t i = word * 64; i < end; ++i) {
+      uint32_t id = ids[i];
+      uint32_t* slot = table + context;
+      uint32_t miss = *slot != id + 1;
+      *slot = id + 1;
+      bits = bits >> 1 | uint64_t{1 - miss} << 63;
+      std::memcpy(m, &id, 4);
+      m += 4 * miss;
+      widest |= id & (0u - miss);
+      context = id & kPredictMask;
+    }
+    p.hits[word] = bits >> (64 - (end - word * 64));  // the first outcome in bit 0
+  }
+  // The misses narrowed to the bytes the widest needs.
+  p.width = widest < (1u << 8) ? 1 : widest < (1u << 16) ? 2 : widest < (1u << 24) ? 3 : 4;
+  size_t count = static_cast<size_t>(m - misses_.data()) / 4;
+  p.misses.resize(count * p.width);
+  for (size_t i = 0; i < count; ++i) std::memcpy(p.misses.data() + i * p.width, misses_.data() + 4 * i, p.width);
+  return p;
+}
+
+void BranchRing::decode(const Piece& p, std::vector<uint32_t>& out) const {
+  std::vector<uint32_t> table(kPredictSlots + 1, 0);
+  out.resize(p.count);
+  const uint8_t* m = p.misses.data();
+  size_t context = kPredictSlots;
+  for (size_t i = 0; i < p.count; ++i) {
+    uint32_t id;
+    if (p.hits[i >> 6] >> (i & 63) & 1) {
+      id = table[context] - 1;
+    } else {
+      id = 0;
+      std::memcpy(&id, m, p.width);  // little-endian
+      m += p.width;
+      table[context] = id + 1;
+    }
+    out[i] = id;
+    context = id & kPredictMask;
+  }
+}
+
+void BranchRing::seal() {
+  pieces_.push_back(encode(ring_.data(), ring_.size(), head_ - ring_.size()));
+  ring_.clear();
+  uint64_t oldest = head_ - stored();  // the oldest branch the ring keeps
+  while (!pieces_.empty() && pieces_.front().first + pieces_.front().count <= oldest) pieces_.pop_front();
+}
+
+size_t BranchRing::stored_bytes() const {
+  size_t bytes = ring_.size() * sizeof(uint32_t);
+  for (const Piece& p : pieces_) bytes += p.hits.size() * sizeof(uint64_t) + p.misses.size();
+  return bytes;
 }
 
 void BranchRing::compact() {
@@ -109,15 +186,43 @@ void BranchRing::compact() {
   dict_.clear();
   index_.clear();
   fixed_.clear();
+  if (sealing()) {
+    // Rare (run-time code, histories overwritten many times): each piece decoded and sealed
+    // again under the new numbering; pieces no longer stored go first.
+    uint64_t oldest = head_ - stored();
+    while (!pieces_.empty() && pieces_.front().first + pieces_.front().count <= oldest) pieces_.pop_front();
+    std::vector<uint32_t> ids;
+    for (Piece& p : pieces_) {
+      decode(p, ids);
+      for (uint32_t& id : ids) id = intern(old[id]);
+      p = encode(ids.data(), ids.size(), p.first);
+    }
+  }
   for (uint32_t& id : ring_) id = intern(old[id]);
 }
 
-// The newest n branches (n <= what is stored), newest first.
-static std::vector<Branch> newest_first(const std::vector<uint32_t>& ring, const std::vector<Branch>& dict,
-                                        uint64_t head, size_t cap, size_t n) {
+// The ids of the newest n branches (n <= what is stored), newest first.
+std::vector<uint32_t> BranchRing::ids_newest_first(size_t n) const {
+  std::vector<uint32_t> out;
+  out.reserve(n);
+  if (!sealing()) {
+    size_t cap = capacity();
+    for (size_t i = 0; i < n; ++i) out.push_back(ring_[(head_ - 1 - i) % cap]);
+    return out;
+  }
+  for (size_t i = ring_.size(); i > 0 && out.size() < n; --i) out.push_back(ring_[i - 1]);
+  std::vector<uint32_t> ids;
+  for (auto p = pieces_.rbegin(); p != pieces_.rend() && out.size() < n; ++p) {
+    decode(*p, ids);
+    for (size_t i = ids.size(); i > 0 && out.size() < n; --i) out.push_back(ids[i - 1]);
+  }
+  return out;
+}
+
+std::vector<Branch> BranchRing::newest_first(size_t n) const {
   std::vector<Branch> out;
   out.reserve(n);
-  for (size_t i = 0; i < n; ++i) out.push_back(dict[ring[(head - 1 - i) % cap]]);
+  for (uint32_t id : ids_newest_first(n)) out.push_back(dict_[id]);
   return out;
 }
 
@@ -126,7 +231,7 @@ bool BranchRing::retarget_newest(const Branch& was, uint64_t to) {
     if (origin_ == 0 || origin_ != was.to) return false;
     origin_ = to;
   } else {
-    uint32_t& id = ring_[(head_ - 1) % capacity()];
+    uint32_t& id = sealing() ? ring_.back() : ring_[(head_ - 1) % capacity()];
     const Branch& b = dict_[id];
     if (b.from != was.from || b.to != was.to) return false;
     id = intern(Branch{was.from, to});
@@ -137,17 +242,16 @@ bool BranchRing::retarget_newest(const Branch& was, uint64_t to) {
 
 Result<std::vector<TraceBlock>> BranchRing::read(TraceRead kind, uint64_t current_pc) {
   size_t cap = capacity();
-  size_t stored = static_cast<size_t>(std::min<uint64_t>(head_, cap));
   bool reread = std::exchange(reread_, false);
   if (kind == TraceRead::Delta) {
     uint64_t fresh = head_ - last_read_;
     if (fresh > cap || reread) return Error{EOVERFLOW, "Overflow."};
-    auto branches = newest_first(ring_, dict_, head_, cap, static_cast<size_t>(fresh));
+    auto branches = newest_first(static_cast<size_t>(fresh));
     last_read_ = head_;
     return build_blocks(branches, current_pc, true);
   }
   if (kind == TraceRead::New && head_ == last_read_) return std::vector<TraceBlock>{};
-  auto branches = newest_first(ring_, dict_, head_, cap, stored);
+  auto branches = newest_first(stored());
   last_read_ = head_;
   bool complete = origin_ != 0 && head_ <= cap;  // the oldest block's start is known
   auto blocks = build_blocks(branches, current_pc, complete);
@@ -156,9 +260,8 @@ Result<std::vector<TraceBlock>> BranchRing::read(TraceRead kind, uint64_t curren
 }
 
 std::vector<Branch> BranchRing::newest(size_t n) const {
-  size_t cap = capacity();
-  n = std::min<size_t>(n, static_cast<size_t>(std::min<uint64_t>(head_, cap)));
-  auto out = newest_first(ring_, dict_, head_, cap, n);
+  n = std::min(n, stored());
+  auto out = newest_first(n);
   std::reverse(out.begin(), out.end());
   return out;
 }

@@ -1,10 +1,16 @@
 // A bounded ring of taken branches for one thread, with the read positions GDB's `all`, `new`
 // and `delta` reads need. The configured size counts 24 bytes a branch, like a BTS record;
 // memory is 4 bytes a branch stored (ids into a dictionary of the distinct branches: a history
-// of millions repeats a few thousand), so that keeping millions costs little to write.
+// of millions repeats a few thousand), so that keeping millions costs little to write. A ring
+// bigger than one piece (kPieceBranches) keeps its older branches in sealed pieces of a few
+// bits a branch (most branches are the one that followed the same branch last time): a whole
+// run of tens of millions of branches would otherwise take hundreds of MB of fresh pages, and
+// the pages, not the stubs, were most of what recording it cost.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <unordered_map>
@@ -26,7 +32,9 @@ uint64_t bts_buffer_bytes(uint64_t requested, uint64_t page_size);
 class BranchRing {
  public:
   static constexpr size_t kBytesPerBranch = 24;
-  explicit BranchRing(uint64_t size_bytes);
+  static constexpr size_t kPieceBranches = size_t{1} << 18;
+  // piece_branches: the branches a sealed piece holds (tests pass small ones).
+  explicit BranchRing(uint64_t size_bytes, size_t piece_branches = kPieceBranches);
   void push(uint64_t from, uint64_t to);
   // The same as push() for each, in order (the block-patching source drains thousands at once).
   void push_many(std::span<const Branch> branches);
@@ -60,6 +68,9 @@ class BranchRing {
                     const std::function<Branch(uint32_t)>& fixed);
   void forget_fixed() { fixed_.clear(); }
   size_t distinct() const { return dict_.size(); }  // dictionary entries (tests)
+  // Bytes the stored branches take (the ids, plain or sealed; not the dictionary nor the
+  // address space reserved ahead).
+  size_t stored_bytes() const;
 
  private:
   struct BranchHash {
@@ -68,11 +79,34 @@ class BranchRing {
   struct BranchEq {
     bool operator()(const Branch& a, const Branch& b) const { return a.from == b.from && a.to == b.to; }
   };
+  // Sealed branches: for each, one bit set when it is the branch that followed the previous
+  // one the last time that one was seen in this piece (`hits`), else its id in `misses`,
+  // `width` bytes little-endian. Each piece decodes alone.
+  struct Piece {
+    uint64_t first = 0;  // the index (in push order) of its first branch
+    size_t count = 0;
+    std::vector<uint64_t> hits;
+    std::vector<uint8_t> misses;
+    unsigned width = 4;
+  };
   uint32_t intern(const Branch& b);
   void append_ids(const uint32_t* ids, size_t n);
   void compact();  // the dictionary keeps only what the ring holds (bounded memory)
+  bool sealing() const { return capacity_ > piece_; }
+  size_t stored() const { return static_cast<size_t>(std::min<uint64_t>(head_, capacity_)); }
+  void seal();  // ring_ (the open piece) becomes a sealed one; pieces no longer stored go
+  Piece encode(const uint32_t* ids, size_t n, uint64_t first);
+  void decode(const Piece& p, std::vector<uint32_t>& out) const;
+  std::vector<uint32_t> ids_newest_first(size_t n) const;
+  std::vector<Branch> newest_first(size_t n) const;
 
+  // Not sealing: the circular ring of capacity_ ids. Sealing: the open piece, the newest
+  // branches (never empty once one was pushed: a full one is sealed when the next comes).
   std::vector<uint32_t> ring_;  // dictionary ids
+  std::deque<Piece> pieces_;    // sealing: older branches, oldest first
+  size_t piece_ = kPieceBranches;
+  std::vector<uint32_t> predicted_;  // encode(): the table of what followed each id
+  std::vector<uint8_t> misses_;      // encode(): each miss 4 bytes, before narrowing
   std::vector<Branch> dict_;    // id -> branch
   std::unordered_map<Branch, uint32_t, BranchHash, BranchEq> index_;  // branch -> id
   std::vector<uint32_t> fixed_;  // push_entries: the caller's id -> dictionary id + 1 (0: unseen)

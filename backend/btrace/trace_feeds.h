@@ -29,6 +29,9 @@ class TraceFeeds {
   // Bytes of the block-patching ring in the program (0: its default); a tiny ring makes the
   // full-ring trap happen in a short test.
   virtual uint64_t patch_ring_bytes() const { return 0; }
+  // Branches a sealed piece of a kept history holds (0: BranchRing's default); small pieces
+  // make a short test seal many.
+  virtual size_t history_piece_branches() const { return 0; }
   // The first line of `monitor btrace status` while it serves anything ("" for none).
   virtual std::string status_line() const { return {}; }
 };

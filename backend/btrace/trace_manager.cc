@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "backend/btrace/pt_synth.h"
 
 namespace backend {
@@ -118,7 +120,7 @@ Result<void> TraceManager::enable_bts(pid_t tid, ThreadTrace& trace) {
     enable_software(tid, trace, bts_buffer_bytes(buffer_size_, page_size()));
     return {};
   }
-  trace.ring = std::make_unique<BranchRing>(bts_buffer_bytes(buffer_size_, page_size()));
+  trace.ring = make_ring(bts_buffer_bytes(buffer_size_, page_size()));
   trace.ring->set_origin(pc);
   return {};
 }
@@ -128,8 +130,13 @@ void TraceManager::enable_software(pid_t tid, ThreadTrace& trace, uint64_t ring_
   // Block patching wherever the stop-per-block source would run: same history, 100-1,000x
   // faster (issue 11's bars, docs/benchmarks.md); --btrace-source=soft keeps the old way.
   trace.patch = preferred_ == TraceSource::Patch || preferred_ == TraceSource::Auto;
-  trace.ring = std::make_unique<BranchRing>(ring_bytes);
+  trace.ring = make_ring(ring_bytes);
   trace.ring->set_origin(current_pc_ ? current_pc_(tid) : 0);
+}
+
+std::unique_ptr<BranchRing> TraceManager::make_ring(uint64_t bytes) const {
+  size_t piece = setup_.feeds ? setup_.feeds->history_piece_branches() : 0;
+  return std::make_unique<BranchRing>(bytes, piece ? piece : BranchRing::kPieceBranches);
 }
 
 void TraceManager::release(pid_t tid, ThreadTrace& trace) {
@@ -301,6 +308,18 @@ std::vector<std::string> TraceManager::explain() const {
   else if (uses_soft) out.push_back("software: used (--btrace-source=soft): every block end stops.");
   else out.push_back("software: always available; used when nothing better is (with block patching unless --btrace-source=soft).");
   if (preferred_ != TraceSource::Software && !patch_status_.empty()) out.push_back(patch_status_);
+  // What the kept history costs (a whole run kept is tens of millions of branches).
+  uint64_t kept = 0, bytes = 0, rings = 0;
+  for (const auto& [tid, trace] : threads_) {
+    if (!trace.ring) continue;
+    ++rings;
+    kept += std::min<uint64_t>(trace.ring->total(), trace.ring->capacity());
+    bytes += trace.ring->stored_bytes();
+  }
+  if (rings && kept)
+    out.push_back(fmt::format("history: {} branches kept in {} KiB ({:.2f} bytes a branch, {} thread{})", kept,
+                              (bytes + 1023) / 1024, static_cast<double>(bytes) / static_cast<double>(kept), rings,
+                              rings == 1 ? "" : "s"));
   return out;
 }
 

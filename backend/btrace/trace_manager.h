@@ -92,6 +92,7 @@ class TraceManager : public BranchTracer {
   // --btrace-source=patch: what block patching did so far (a line of explain()).
   void set_patch_status(std::string line) { patch_status_ = std::move(line); }
   uint64_t patch_ring_bytes() const { return setup_.feeds ? setup_.feeds->patch_ring_bytes() : 0; }
+  std::unique_ptr<BranchRing> make_ring(uint64_t bytes) const;
   const std::string& plan_cache_dir() const { return setup_.plan_cache_dir; }
 
  private:

@@ -6,6 +6,8 @@
 //   --test-lbr-snapshots=FILE   LBR windows replayed from FILE (replay_lbr_feed.h)
 //   --test-patch-ring=BYTES     --btrace-source=patch's ring in the program holds BYTES (a tiny
 //                               ring makes the full-ring trap happen in a short test)
+//   --test-history-piece=N      a kept history is sealed N branches a piece (small pieces make
+//                               a short test seal and read back many)
 //   --test-singleblock          stepbranch uses PTRACE_SINGLEBLOCK even where the probe saw BTF
 //                               ignored, so that the block-step classifier's fallback runs there
 #include <cstdio>
@@ -22,6 +24,7 @@ namespace {
 struct TestOptions {
   std::string bts_ring, pt_aux, lbr_snapshots;
   uint64_t patch_ring = 0;
+  size_t history_piece = 0;
   bool singleblock = false;
 };
 
@@ -39,6 +42,10 @@ bool take(TestOptions& o, const std::string& arg) {
     o.patch_ring = std::strtoull(arg.c_str() + 18, nullptr, 0);
     return true;
   }
+  if (arg.starts_with("--test-history-piece=")) {
+    o.history_piece = std::strtoull(arg.c_str() + 21, nullptr, 0);
+    return true;
+  }
   if (arg == "--test-singleblock") {
     o.singleblock = true;
     return true;
@@ -48,8 +55,8 @@ bool take(TestOptions& o, const std::string& arg) {
 
 server::ServerHooks hooks_for(const TestOptions& o) {
   server::ServerHooks hooks;
-  if (!o.bts_ring.empty() || !o.pt_aux.empty() || o.patch_ring)
-    hooks.trace_feeds = std::make_shared<test_support::FileTraceFeeds>(o.bts_ring, o.pt_aux, o.patch_ring);
+  if (!o.bts_ring.empty() || !o.pt_aux.empty() || o.patch_ring || o.history_piece)
+    hooks.trace_feeds = std::make_shared<test_support::FileTraceFeeds>(o.bts_ring, o.pt_aux, o.patch_ring, o.history_piece);
   if (!o.lbr_snapshots.empty()) {
     auto feed = test_support::ReplayLbrFeed::load(o.lbr_snapshots);
     if (feed) hooks.lbr = *feed;

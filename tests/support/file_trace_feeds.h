@@ -26,8 +26,8 @@ backend::Result<std::unique_ptr<backend::PerfPtSource>> open_pt_aux_file(const s
 class FileTraceFeeds final : public backend::TraceFeeds {
  public:
   // An empty path serves nothing of its kind (perf as usual); patch_ring 0: the default ring.
-  FileTraceFeeds(std::string bts_ring, std::string pt_aux, uint64_t patch_ring)
-      : bts_ring_(std::move(bts_ring)), pt_aux_(std::move(pt_aux)), patch_ring_(patch_ring) {}
+  FileTraceFeeds(std::string bts_ring, std::string pt_aux, uint64_t patch_ring, size_t history_piece = 0)
+      : bts_ring_(std::move(bts_ring)), pt_aux_(std::move(pt_aux)), patch_ring_(patch_ring), history_piece_(history_piece) {}
 
   bool serves_bts() const override { return !bts_ring_.empty(); }
   backend::Result<std::unique_ptr<backend::PerfBtsSource>> open_bts(pid_t) override {
@@ -36,11 +36,13 @@ class FileTraceFeeds final : public backend::TraceFeeds {
   bool serves_pt() const override { return !pt_aux_.empty(); }
   backend::Result<std::unique_ptr<backend::PerfPtSource>> open_pt(pid_t) override { return open_pt_aux_file(pt_aux_); }
   uint64_t patch_ring_bytes() const override { return patch_ring_; }
+  size_t history_piece_branches() const override { return history_piece_; }
   std::string status_line() const override;
 
  private:
   std::string bts_ring_, pt_aux_;
   uint64_t patch_ring_ = 0;
+  size_t history_piece_ = 0;
 };
 
 }  // namespace test_support

@@ -253,3 +253,69 @@ TEST_CASE("branch ring: a signal before the first branch moves the origin", "[bt
   ring.push(0x810, 0x100);
   CHECK(flat(*ring.read(TraceRead::All, 0x104)) == Blocks{{0x100, 0x104}, {0x800, 0x810}});
 }
+
+TEST_CASE("branch ring: sealed pieces keep exactly what a plain ring keeps", "[btrace]") {
+  // A ring of 1,000 branches in pieces of 64 (sealed, a few bits a branch) against one plain
+  // ring per step: loops (mostly predicted), a branch that alternates (mispredicted), branches
+  // never seen again and ids past the prediction table's 65,536 slots.
+  const size_t cap = 1000;
+  BranchRing sealed(cap * BranchRing::kBytesPerBranch, 64), plain(cap * BranchRing::kBytesPerBranch);
+  std::vector<Branch> all;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    if (i % 7 == 0) all.push_back({0x4000 + (i % 2) * 0x10, 0x5000});
+    else if (i % 11 == 0) all.push_back({0x100000 + i, 0x200000 + i});
+    else all.push_back({0x1000 + (i % 5) * 0x10, 0x2000 + (i % 3) * 0x10});
+  }
+  for (uint64_t i = 0; i < 70000; ++i) all.push_back({0x900000 + i % 66000, 0x910000});  // > 65,536 ids
+  size_t at = 0;
+  for (size_t batch : {1, 63, 64, 65, 200, 1000, 5000, 100000}) {
+    size_t n = std::min(batch, all.size() - at);
+    sealed.push_many(std::span<const Branch>(all).subspan(at, n));
+    plain.push_many(std::span<const Branch>(all).subspan(at, n));
+    at += n;
+    CHECK(sealed.total() == plain.total());
+    CHECK(same(sealed.newest(cap), plain.newest(cap)));
+    CHECK(same(sealed.newest(17), plain.newest(17)));
+    auto a = sealed.read(TraceRead::Delta, 0x9999), b = plain.read(TraceRead::Delta, 0x9999);
+    REQUIRE(a.ok() == b.ok());
+    if (a.ok()) CHECK(flat(*a) == flat(*b));
+  }
+  REQUIRE(at == all.size());
+  CHECK(flat(*sealed.read(TraceRead::All, 0x9999)) == flat(*plain.read(TraceRead::All, 0x9999)));
+  // Only what the ring keeps: at most the pieces that cover the newest 1,000, and the open one.
+  CHECK(sealed.stored_bytes() < (cap + 2 * 64) * sizeof(uint32_t));
+}
+
+TEST_CASE("branch ring: a loop's sealed history takes a few bits a branch", "[btrace]") {
+  BranchRing ring(size_t{4} << 20 << 3, 4096);  // room for 1.4 M branches, pieces of 4,096
+  std::vector<Branch> loop;
+  for (uint64_t i = 0; i < 100; ++i) loop.push_back({0x1000 + 0x10 * i, 0x1000 + 0x10 * ((i + 1) % 100)});
+  for (int round = 0; round < 10000; ++round) ring.push_many(loop);  // 1 M branches
+  CHECK(ring.total() == 1000000);
+  CHECK(ring.stored_bytes() < 1000000 / 4);  // plain: 4 bytes a branch
+  auto last = ring.newest(1000000);
+  REQUIRE(last.size() == 1000000);
+  for (size_t i = 0; i < last.size(); i += 997) CHECK(last[i].from == loop[i % 100].from);
+}
+
+TEST_CASE("branch ring: sealed pieces and the newest branch's signal", "[btrace]") {
+  // The newest branch is always in the open piece (a full one is sealed only when the next
+  // branch comes), so a signal's retarget works right after a piece fills.
+  BranchRing ring(1000 * BranchRing::kBytesPerBranch, 64);
+  for (uint64_t i = 0; i < 128; ++i) ring.push(0x1000 + i, 0x2000);
+  REQUIRE(ring.retarget_newest(Branch{0x1000 + 127, 0x2000}, 0x800));
+  ring.push(0x810, 0x2000);
+  auto last = ring.newest(2);
+  REQUIRE(last.size() == 2);
+  CHECK(last[0].to == 0x800);
+  CHECK(last[1].from == 0x810);
+}
+
+TEST_CASE("branch ring: the dictionary stays bounded when sealed pieces hold the history", "[btrace]") {
+  BranchRing ring(100 * BranchRing::kBytesPerBranch, 64);
+  for (uint64_t i = 0; i < 200000; ++i) ring.push(0x10000 + i, 0x20000 + i);
+  CHECK(ring.distinct() <= 2 * 100 + 65536 + 1);
+  auto last = ring.newest(100);
+  REQUIRE(last.size() == 100);
+  for (size_t i = 0; i < 100; ++i) CHECK(last[i].from == 0x10000 + 199900 + i);
+}

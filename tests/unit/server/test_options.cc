@@ -224,7 +224,7 @@ TEST_CASE("gdbserver's debug options: --event-loop-debug, --debug-format") {
 
 TEST_CASE("the shipped parser knows no --test-* option, a hook takes its own before COMM") {
   for (const char* opt : {"--test-bts-ring=/tmp/r", "--test-pt-aux=/tmp/a", "--test-lbr-snapshots=/tmp/s",
-                          "--test-singleblock", "--test-patch-ring=4096"}) {
+                          "--test-singleblock", "--test-patch-ring=4096", "--test-history-piece=64"}) {
     auto r = parse({opt, ":1234", "./prog"});
     REQUIRE(std::holds_alternative<EarlyExit>(r));
     CHECK(std::get<EarlyExit>(r).code == 1);
