@@ -427,9 +427,10 @@ void BranchStepper::settle(LinuxThread& t) {
     std::string line = fmt::format(
         "patch: {} block ends patched, {} left to stops; {} branches from the ring ({} full-ring traps, {} read while the program ran), {} "
         "unknown ret/indirect targets, {} step-outs, {} installs, {} short blocks translated, {} frontier traps, {} stops at int3 sites, "
-        "{} catch-ups with the other threads stopped, {} system-call stops resumed without a drain; {}; {} areas shared with the server{}{}",
+        "{} catch-ups with the other threads stopped, {} system-call stops resumed without a drain; {} ret/indirect targets "
+        "in a table of {} slots; {}; {} areas shared with the server{}{}",
         s.patched_sites, s.int3_sites, s.drained, s.ring_full, s.ring_swaps, s.misses, s.step_outs, s.installs, s.translated, s.frontier,
-        int3_stops_, catch_ups_, s.undrained_syscall_stops,
+        int3_stops_, catch_ups_, s.undrained_syscall_stops, s.table_targets, s.table_slots,
         patch_->plan_dir().empty()
             ? std::string("plan cache off")
             : fmt::format("plan cache: {} block starts explored ahead, {} dropped, {} learned", s.plan_starts,

@@ -90,6 +90,8 @@ class PatchTracer {
     uint64_t plan_starts = 0;     // block starts explored at once from the plan cache
     uint64_t plan_dropped = 0;    // of the cache's, those whose block no longer ends where it said
     uint64_t plan_learned = 0;    // block starts exploration had to stop for (the next run's plan)
+    uint64_t table_targets = 0;   // ret/indirect targets in the table (and copies made as it grew)
+    uint64_t table_slots = 0;     // its slots in use now
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -304,6 +306,10 @@ class PatchTracer {
 
   // patch_tracer_install.cc
   void table_insert(uint64_t target);
+  // Half full: twice the slots in use. Each target is put where the bigger mask looks for it
+  // (its old slot stays, valid, for a stub that read the old mask), then the mask is written.
+  bool grow_table();
+  void write_table_mask();
   bool area_write(uint64_t addr, std::span<const uint8_t> bytes);
   // Code: gathered with the area writes (sent after them: a patch never leads to a stub not
   // written yet); written through while other threads may run.
@@ -382,6 +388,7 @@ class PatchTracer {
   // The data page: an executable `syscall` only the server runs (system calls injected while
   // other threads run). The table of instrumented block starts: an area of its own.
   uint64_t data_ = 0, data_size_ = 0, table_addr_ = 0, table_size_ = 0, scratch_ = 0, ring_bytes_ = 0;
+  uint64_t table_keys_ = 0;  // the table's first slot (after its header, in the area at table_addr_)
   uint64_t ring_hint_ = 0;                   // where the next new ring is asked for (after the table)
   uint64_t name_ = 0;                        // in the data page: the shared areas' name
   std::vector<patch::SharedView> ring_views_;  // the shared rings (Ring::view points into them)
@@ -396,7 +403,7 @@ class PatchTracer {
   std::vector<uint64_t> frontier_jumps_;     // of those, blocks whose frontier traps become jmps
   bool concurrent_ = false;                  // instrument(): other threads may be running now
   uint64_t fenced_sites_ = 0;                // patchable sites left an int3 while others ran (an upper bound)
-  uint32_t table_mask_ = 0;
+  uint32_t table_mask_ = 0;  // in use (the program's copy at table_keys_ - 8)
   std::vector<std::pair<uint64_t, uint64_t>> code_areas_;  // stub areas mapped (kept past a dlclose)
   std::vector<uint64_t> table_;  // mirror of the inferior's table
   size_t table_used_ = 0;

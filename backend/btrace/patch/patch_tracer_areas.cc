@@ -119,7 +119,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
     return Error{EIO, "cannot write the data page"};
   auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {scratch_, kPage, PROT_READ | PROT_EXEC, 0, 0, 0});
   if (!g || *g != 0) return Error{EIO, "mprotect of the scratch page failed"};
-  table_size_ = 2 * table_bytes;
+  table_size_ = kPage + 2 * table_bytes;  // the header (its mask) in a page of its own
   if (auto t = map_shared(tid, hint + kPage, false, table_size_, PROT_READ | PROT_WRITE)) {
     table_addr_ = t->addr;
     writes_.add_area(table_addr_, table_addr_ + table_size_, true, std::move(t->view));
@@ -137,10 +137,12 @@ Result<void> PatchTracer::setup(pid_t tid) {
   // them where the program's next mmap goes, and move it (a replay must see it where it was
   // recorded, whenever its rings are mapped). A free page between areas keeps them apart.
   ring_hint_ = hint ? hint + kPage + table_size_ + kPage : 0;
-  table_mask_ = kTableSlots - 1;
+  table_keys_ = table_addr_ + kPage;
   table_.assign(kTableSlots, 0);
   table_used_ = 0;
+  table_mask_ = kTableFirstSlots - 1;
   ready_ = true;
+  write_table_mask();
   return {};
 }
 

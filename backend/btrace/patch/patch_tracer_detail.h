@@ -16,6 +16,9 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint32_t kTableSlots = 1 << 17;       // instrumented block starts (half used at most)
+// The slots in use at first: the table doubles as it fills (PatchTracer::grow_table), so that a
+// short run touches a few pages of it, not the 2 MB a table spread over every slot touches.
+constexpr uint32_t kTableFirstSlots = 1 << 11;
 
 inline uint64_t pc_of(pid_t tid) {
   errno = 0;

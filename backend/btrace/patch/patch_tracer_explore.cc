@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/btrace/patch/patch_tracer_detail.h"
 #include "backend/x86/insn_length.h"
 
 namespace backend {
@@ -320,8 +321,8 @@ void PatchTracer::translate(pid_t tid, uint64_t start) {
   spec.flow = insns->back();
   spec.target = target;
   spec.edge_id = static_cast<uint32_t>(edges_.size());
-  spec.table_addr = table_addr_;
-  spec.table_mask = table_mask_;
+  spec.table_addr = table_keys_;
+  spec.table_mask = kTableSlots - 1;  // the capacity: where the destinations lie
   uint64_t gate = r->code_next;
   auto stub = patch::build_stub(spec, gate + patch::kJmpLen);
   if (stub && gate + patch::kJmpLen + stub->code.size() > r->code_end &&
@@ -423,8 +424,8 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.flow = insns->back();
   spec.target = target;
   spec.edge_id = static_cast<uint32_t>(edges_.size());
-  spec.table_addr = table_addr_;
-  spec.table_mask = table_mask_;
+  spec.table_addr = table_keys_;
+  spec.table_mask = kTableSlots - 1;  // the capacity: where the destinations lie
   uint64_t at = r->code_next;
   auto stub = patch::build_stub(spec, at);
   if (stub && at + stub->code.size() > r->code_end && next_code_area(tid, *r, stub->code.size())) {

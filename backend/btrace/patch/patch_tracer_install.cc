@@ -15,18 +15,51 @@
 namespace backend {
 
 void PatchTracer::table_insert(uint64_t target) {
-  if (!ready_ || target == 0 || table_used_ * 2 >= table_.size()) return;
+  if (!ready_ || target == 0) return;
+  if (table_used_ * 2 >= uint64_t{table_mask_} + 1 && !grow_table()) return;  // full: misses stop
   for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
     if (table_[i] == target) return;
     if (table_[i] != 0) continue;
     table_[i] = target;
-    ++table_used_;
+    stats_.table_targets = ++table_used_;
     table_set_destination(i, destination(target));  // first: a stub reads it once it finds the target
     uint8_t bytes[8];
     std::memcpy(bytes, &target, 8);
-    area_write(table_addr_ + uint64_t{i} * 8, bytes);
+    area_write(table_keys_ + uint64_t{i} * 8, bytes);
     return;
   }
+}
+
+bool PatchTracer::grow_table() {
+  if (uint64_t{table_mask_} + 1 >= kTableSlots) return false;
+  uint32_t old = table_mask_;
+  table_mask_ = old * 2 + 1;
+  // Slots only gain targets, never lose or change one: a target's first slot on its path under
+  // a mask stays the one a probe with that mask finds (table_redirect updates each).
+  for (uint32_t k = 0; k <= old; ++k) {
+    uint64_t target = table_[k];
+    if (!target) continue;
+    for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
+      if (table_[i] == target) break;
+      if (table_[i] != 0) continue;
+      table_[i] = target;
+      stats_.table_targets = ++table_used_;
+      table_set_destination(i, destination(target));
+      uint8_t bytes[8];
+      std::memcpy(bytes, &target, 8);
+      area_write(table_keys_ + uint64_t{i} * 8, bytes);
+      break;
+    }
+  }
+  write_table_mask();
+  return true;
+}
+
+void PatchTracer::write_table_mask() {
+  stats_.table_slots = uint64_t{table_mask_} + 1;
+  uint8_t bytes[8] = {};
+  std::memcpy(bytes, &table_mask_, 4);
+  area_write(table_keys_ - 8, bytes);
 }
 
 // Stub areas and the table: into the copy, and to the program now or at the next flush.
@@ -68,14 +101,22 @@ PatchTracer::WriteBatch::~WriteBatch() {
 void PatchTracer::table_set_destination(uint32_t slot, uint64_t dest) {
   uint8_t bytes[8];
   std::memcpy(bytes, &dest, 8);
-  area_write(table_addr_ + uint64_t{kTableSlots} * 8 + uint64_t{slot} * 8, bytes);
+  area_write(table_keys_ + uint64_t{kTableSlots} * 8 + uint64_t{slot} * 8, bytes);
 }
 
-// A translation was made for target: a table hit on it goes there from now on.
+// A translation was made for target: a table hit on it goes there from now on. Under each
+// mask the table had (a stub may have read an older one), the slot a probe finds.
 void PatchTracer::table_redirect(uint64_t target) {
   if (!ready_ || target == 0) return;
-  for (uint32_t i = patch::hash_slot(target, table_mask_); table_[i] != 0; i = (i + 1) & table_mask_)
-    if (table_[i] == target) return table_set_destination(i, destination(target));
+  // (Slots the table took later may fill an older mask's range: at most one pass over it.)
+  for (uint32_t mask = table_mask_; mask >= kTableFirstSlots - 1; mask >>= 1) {
+    uint32_t i = patch::hash_slot(target, mask);
+    for (uint64_t n = 0; n <= mask && table_[i] != 0; ++n, i = (i + 1) & mask) {
+      if (table_[i] != target) continue;
+      table_set_destination(i, destination(target));
+      break;
+    }
+  }
 }
 
 void PatchTracer::install(Site& s, bool int3_only) {

@@ -86,10 +86,13 @@ void PatchTracer::forget_plans() {
   ranges_.clear();
   clear_caches();
   if (ready_) {
-    std::vector<uint8_t> zeros(table_.size() * 8, 0);
-    area_write(table_addr_, zeros);
+    // Every slot the table used (the mask only grew), and its first size again.
+    std::vector<uint8_t> zeros((uint64_t{table_mask_} + 1) * 8, 0);
+    area_write(table_keys_, zeros);
     std::fill(table_.begin(), table_.end(), 0);
     table_used_ = 0;
+    table_mask_ = kTableFirstSlots - 1;
+    write_table_mask();
   }
 }
 

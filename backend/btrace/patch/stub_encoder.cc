@@ -490,8 +490,7 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       emit(c, {0x48, 0x69, 0xc1});  // imul rax, rcx, kHashMul
       put32(c, static_cast<uint32_t>(kHashMul));
       emit(c, {0x48, 0xc1, 0xe8, 0x10});  // shr rax, 16
-      emit(c, {0x25});                    // and eax, mask
-      put32(c, spec.table_mask);
+      emit(c, {0x23, 0x42, 0xf8});        // and eax,[rdx-8]: the mask in use (the table grows)
       size_t probe = c.size();
       emit(c, {0x48, 0x39, 0x0c, 0xc2});        // cmp [rdx+rax*8], rcx
       emit(c, {0x74, 0x00});                    // je hit
@@ -499,9 +498,8 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
       emit(c, {0x48, 0x83, 0x3c, 0xc2, 0x00});  // cmp qword [rdx+rax*8], 0
       emit(c, {0x74, 0x00});                    // je miss
       size_t je_miss = c.size() - 1;
-      emit(c, {0xff, 0xc0});  // inc eax
-      emit(c, {0x25});        // and eax, mask
-      put32(c, spec.table_mask);
+      emit(c, {0xff, 0xc0});        // inc eax
+      emit(c, {0x23, 0x42, 0xf8});  // and eax,[rdx-8]
       emit(c, {0xeb, static_cast<uint8_t>(static_cast<int8_t>(static_cast<int64_t>(probe) - static_cast<int64_t>(c.size() + 2)))});
       c[je_hit] = static_cast<uint8_t>(c.size() - (je_hit + 1));
       // hit: where the target's code runs (the target, or the translation of its block) goes

@@ -119,8 +119,10 @@ struct StubSpec {
   uint64_t target = 0;             // direct kinds
   uint32_t edge_id = 0;
   bool record = true;              // false: a branch to the next instruction (not a branch in a trace)
-  // Dynamic kinds: the hash table of instrumented targets, mask+1 u64 slots, followed by as
-  // many u64 destinations (where a hit goes: the target or the translation of its block).
+  // Dynamic kinds: the hash table of instrumented targets, table_mask+1 u64 slots (its
+  // capacity), followed by as many u64 destinations (where a hit goes: the target or the
+  // translation of its block). The mask in use is the u32 at table_addr - 8, read at every
+  // probe: the table starts small and grows (a big one scattered over 2 MB touched every page).
   uint64_t table_addr = 0;
   uint32_t table_mask = 0;
 };

@@ -236,6 +236,7 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   uint64_t ring = reinterpret_cast<uint64_t>(&data[8]);
   uint64_t table = reinterpret_cast<uint64_t>(&data[512]);
   data[0] = ring;
+  data[511] = 15;  // the mask in use, read by every probe
   const size_t slot = hash_slot(P + 5, 15);
   data[512 + slot] = P + 5;
   data[512 + 16 + slot] = P + 5;
@@ -308,6 +309,19 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   std::memcpy(&target, words + 4, 8);
   CHECK(target == P + 5);
   data[512 + 16 + slot] = P + 5;
+  // The mask in use is read from the table's header at each probe (the table grows in place):
+  // under a smaller one the target is found at its slot for that mask.
+  const size_t small = hash_slot(P + 5, 7);
+  data[512 + slot] = data[512 + 16 + slot] = 0;
+  data[511] = 7;
+  data[512 + small] = P + 5;
+  data[512 + 16 + small] = P + 0x60;
+  data[0] = ring;
+  CHECK(fn(1) == 103);
+  CHECK(data[0] == ring + 12);
+  data[512 + small] = data[512 + 16 + small] = 0;
+  data[511] = 15;
+  data[512 + slot] = data[512 + 16 + slot] = P + 5;
   // the inline cache filled with the return address: a 4-byte entry, the cached edge's id
   REQUIRE(s2->cache);
   uint64_t cache_at = P + 0x2000 + *s2->cache;
