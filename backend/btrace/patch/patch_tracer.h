@@ -306,6 +306,7 @@ class PatchTracer {
 
   // patch_tracer_install.cc
   void table_insert(uint64_t target);
+  void table_put(uint64_t target);  // where the mask in use looks for it, unless there already
   // Half full: twice the slots in use. Each target is put where the bigger mask looks for it
   // (its old slot stays, valid, for a stub that read the old mask), then the mask is written.
   bool grow_table();

@@ -17,6 +17,10 @@ namespace backend {
 void PatchTracer::table_insert(uint64_t target) {
   if (!ready_ || target == 0) return;
   if (table_used_ * 2 >= uint64_t{table_mask_} + 1 && !grow_table()) return;  // full: misses stop
+  table_put(target);
+}
+
+void PatchTracer::table_put(uint64_t target) {
   for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
     if (table_[i] == target) return;
     if (table_[i] != 0) continue;
@@ -35,22 +39,10 @@ bool PatchTracer::grow_table() {
   uint32_t old = table_mask_;
   table_mask_ = old * 2 + 1;
   // Slots only gain targets, never lose or change one: a target's first slot on its path under
-  // a mask stays the one a probe with that mask finds (table_redirect updates each).
-  for (uint32_t k = 0; k <= old; ++k) {
-    uint64_t target = table_[k];
-    if (!target) continue;
-    for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
-      if (table_[i] == target) break;
-      if (table_[i] != 0) continue;
-      table_[i] = target;
-      stats_.table_targets = ++table_used_;
-      table_set_destination(i, destination(target));
-      uint8_t bytes[8];
-      std::memcpy(bytes, &target, 8);
-      area_write(table_keys_ + uint64_t{i} * 8, bytes);
-      break;
-    }
-  }
+  // a mask stays the one a probe with that mask finds (table_redirect updates each). The mask
+  // is written last: until then the stubs find every target where the old one looks.
+  for (uint32_t k = 0; k <= old; ++k)
+    if (table_[k]) table_put(table_[k]);
   write_table_mask();
   return true;
 }
