@@ -66,7 +66,9 @@ def session(exe, prog, args, start, record, plans):
     if not m or "exit_group" not in out:
         raise SystemExit("%s %s (%s) failed:\n%s" % (prog, args, start, out[-3000:]))
     status = re.search(r"patch: (\d+) block ends patched, (\d+) left to stops.*", out)
-    return float(m.group(1)), re.sub(r"; areas in the program.*", "", status.group(0)) if status else ""
+    line = re.sub(r"; areas in the program.*", "", status.group(0)) if status else ""
+    kept = re.search(r"history: .*", out)  # what the kept history takes in the server
+    return float(m.group(1)), line + ("; " + kept.group(0).strip() if kept else "")
 
 
 def median_session(exe, prog, args, start, record, runs, warm=False):
