@@ -171,6 +171,10 @@ void BranchRing::decode(const Piece& p, std::vector<uint32_t>& out) const {
 void BranchRing::seal() {
   pieces_.push_back(encode(ring_.data(), ring_.size(), head_ - ring_.size()));
   ring_.clear();
+  drop_unstored_pieces();
+}
+
+void BranchRing::drop_unstored_pieces() {
   uint64_t oldest = head_ - stored();  // the oldest branch the ring keeps
   while (!pieces_.empty() && pieces_.front().first + pieces_.front().count <= oldest) pieces_.pop_front();
 }
@@ -189,8 +193,7 @@ void BranchRing::compact() {
   if (sealing()) {
     // Rare (run-time code, histories overwritten many times): each piece decoded and sealed
     // again under the new numbering; pieces no longer stored go first.
-    uint64_t oldest = head_ - stored();
-    while (!pieces_.empty() && pieces_.front().first + pieces_.front().count <= oldest) pieces_.pop_front();
+    drop_unstored_pieces();
     std::vector<uint32_t> ids;
     for (Piece& p : pieces_) {
       decode(p, ids);

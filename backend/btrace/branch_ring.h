@@ -95,6 +95,7 @@ class BranchRing {
   bool sealing() const { return capacity_ > piece_; }
   size_t stored() const { return static_cast<size_t>(std::min<uint64_t>(head_, capacity_)); }
   void seal();  // ring_ (the open piece) becomes a sealed one; pieces no longer stored go
+  void drop_unstored_pieces();  // those whose every branch is older than what the ring keeps
   Piece encode(const uint32_t* ids, size_t n, uint64_t first);
   void decode(const Piece& p, std::vector<uint32_t>& out) const;
   std::vector<uint32_t> ids_newest_first(size_t n) const;

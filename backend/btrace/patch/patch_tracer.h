@@ -90,7 +90,7 @@ class PatchTracer {
     uint64_t plan_starts = 0;     // block starts explored at once from the plan cache
     uint64_t plan_dropped = 0;    // of the cache's, those whose block no longer ends where it said
     uint64_t plan_learned = 0;    // block starts exploration had to stop for (the next run's plan)
-    uint64_t table_targets = 0;   // ret/indirect targets in the table (and copies made as it grew)
+    uint64_t table_targets = 0;   // ret/indirect targets in the table (its growth's copies not counted)
     uint64_t table_slots = 0;     // its slots in use now
   };
 
@@ -306,7 +306,7 @@ class PatchTracer {
 
   // patch_tracer_install.cc
   void table_insert(uint64_t target);
-  void table_put(uint64_t target);  // where the mask in use looks for it, unless there already
+  bool table_put(uint64_t target);  // where the mask in use looks for it; false: there already
   // Half full: twice the slots in use. Each target is put where the bigger mask looks for it
   // (its old slot stays, valid, for a stub that read the old mask), then the mask is written.
   bool grow_table();

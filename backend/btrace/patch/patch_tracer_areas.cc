@@ -139,7 +139,7 @@ Result<void> PatchTracer::setup(pid_t tid) {
   ring_hint_ = hint ? hint + kPage + table_size_ + kPage : 0;
   table_keys_ = table_addr_ + kPage;
   table_.assign(kTableSlots, 0);
-  table_used_ = 0;
+  table_used_ = stats_.table_targets = 0;
   table_mask_ = kTableFirstSlots - 1;
   ready_ = true;
   write_table_mask();

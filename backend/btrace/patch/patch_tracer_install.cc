@@ -17,20 +17,20 @@ namespace backend {
 void PatchTracer::table_insert(uint64_t target) {
   if (!ready_ || target == 0) return;
   if (table_used_ * 2 >= uint64_t{table_mask_} + 1 && !grow_table()) return;  // full: misses stop
-  table_put(target);
+  if (table_put(target)) ++stats_.table_targets;
 }
 
-void PatchTracer::table_put(uint64_t target) {
+bool PatchTracer::table_put(uint64_t target) {
   for (uint32_t i = patch::hash_slot(target, table_mask_);; i = (i + 1) & table_mask_) {
-    if (table_[i] == target) return;
+    if (table_[i] == target) return false;
     if (table_[i] != 0) continue;
     table_[i] = target;
-    stats_.table_targets = ++table_used_;
+    ++table_used_;
     table_set_destination(i, destination(target));  // first: a stub reads it once it finds the target
     uint8_t bytes[8];
     std::memcpy(bytes, &target, 8);
     area_write(table_keys_ + uint64_t{i} * 8, bytes);
-    return;
+    return true;
   }
 }
 

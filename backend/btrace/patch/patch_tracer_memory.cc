@@ -90,7 +90,7 @@ void PatchTracer::forget_plans() {
     std::vector<uint8_t> zeros((uint64_t{table_mask_} + 1) * 8, 0);
     area_write(table_keys_, zeros);
     std::fill(table_.begin(), table_.end(), 0);
-    table_used_ = 0;
+    table_used_ = stats_.table_targets = 0;
     table_mask_ = kTableFirstSlots - 1;
     write_table_mask();
   }
