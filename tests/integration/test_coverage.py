@@ -34,11 +34,11 @@ def need(tool):
     return path
 
 
-def sstep_truth(tmp_path, argv):
+def sstep_truth(tmp_path, argv, env=None):
     """{(start, size): executions} of every thread of argv, run to its exit."""
     assert os.access(TRUTH_TOOL, os.X_OK), "tests/tools/sstep_truth is not built"
     out = tmp_path / "truth.txt"
-    subprocess.run([TRUTH_TOOL, str(out)] + argv, env=ENV, timeout=300, capture_output=True)
+    subprocess.run([TRUTH_TOOL, str(out)] + argv, env=env or ENV, timeout=300, capture_output=True)
     blocks, insns = {}, None
     for line in out.read_text().splitlines():
         a = line.split()
@@ -50,9 +50,9 @@ def sstep_truth(tmp_path, argv):
     return blocks, insns
 
 
-def run_coverage(tmp_path, argv, name, extra=()):
+def run_coverage(tmp_path, argv, name, extra=(), env=None):
     path = tmp_path / name
-    r = subprocess.run([SERVER, "--coverage", str(path)] + list(extra) + argv, env=ENV, timeout=300,
+    r = subprocess.run([SERVER, "--coverage", str(path)] + list(extra) + argv, env=env or ENV, timeout=300,
                        capture_output=True, text=True)
     return path, r
 
@@ -115,8 +115,12 @@ def test_cli_shared_library_drcov3_and_exit_status(tmp_path):
 
 def test_cli_threads_equal_single_step_truth(tmp_path):
     prog = inferior("coverage_lib")
-    truth, _ = sstep_truth(tmp_path, [prog, "3"])
-    path, r = run_coverage(tmp_path, [prog, "3"], "threads.drcov")
+    # Bound at load: lazily, which of the racing threads' first calls through a PLT slot runs
+    # the binder's path (the slot's 16-byte block) and which finds it bound (its 6-byte `jmp`)
+    # depends on timing (CI saw (lib_depth@plt, 6) in one run only).
+    env = dict(ENV, LD_BIND_NOW="1")
+    truth, _ = sstep_truth(tmp_path, [prog, "3"], env)
+    path, r = run_coverage(tmp_path, [prog, "3"], "threads.drcov", env=env)
     assert r.returncode == 3, r.stderr
     parsed = cf.parse_drcov(path.read_bytes())
     got = cf.drcov_blocks(parsed)
