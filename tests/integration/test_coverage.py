@@ -116,7 +116,7 @@ def test_cli_shared_library_drcov3_and_exit_status(tmp_path):
 def test_cli_threads_equal_single_step_truth(tmp_path):
     prog = inferior("coverage_lib")
     # Bound at load: lazily, which of the racing threads' first calls through a PLT slot runs
-    # the binder's path (the slot's 16-byte block) and which finds it bound (its 6-byte `jmp`)
+    # the binder's path (a 10-byte block: `jmp`, `push`) and which finds it bound (its 6-byte `jmp`)
     # depends on timing (CI saw (lib_depth@plt, 6) in one run only).
     env = dict(ENV, LD_BIND_NOW="1")
     truth, _ = sstep_truth(tmp_path, [prog, "3"], env)
