@@ -122,6 +122,10 @@ struct ProcessSettings {
   bool watch_emulation = false;
   // stepbranch with PTRACE_SINGLEBLOCK: only where the server's probe saw BTF work.
   bool singleblock = false;
+  // A single step over cpuid stops right after it (the server's probe). Where it does not (the
+  // hypervisor drops the trap), such a step is done by the server: cpuid run here for the
+  // thread's leaf and subleaf, its registers set, as record/replay does.
+  bool cpuid_step_traps = true;
   // A thread resumed internally (a step, a traced block) usually stops again within
   // microseconds: poll for its status this long before going back to the event loop.
   std::chrono::microseconds busy_poll{200};

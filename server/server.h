@@ -87,6 +87,7 @@ class Server {
   // Whether PTRACE_SINGLEBLOCK works here, probed once per server life: what the process engine
   // uses for stepbranch instead of probing per process.
   const backend::BlockStepProbe& block_step();
+  const backend::CpuidStepProbe& cpuid_step();
   // Hardware breakpoints and watchpoints emulated in software (--watchpoints, and in auto mode
   // the debug-register probe, run once per server life).
   bool watch_emulation();
@@ -161,6 +162,7 @@ class Server {
   std::optional<backend::DebugRegisterProbe> debug_register_probe_;
   std::optional<protocol::Capabilities> capabilities_;
   std::optional<backend::BlockStepProbe> block_step_probe_;
+  std::optional<backend::CpuidStepProbe> cpuid_step_probe_;
   std::optional<backend::TraceSetup> trace_setup_;
   std::set<pid_t> orphans_;  // detached programs we launched (see reap_later)
   backend::ThreadDb thread_db_;

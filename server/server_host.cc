@@ -18,7 +18,7 @@ namespace server {
 const backend::ProbeReport& Server::probe() {
   if (!probe_) {
     if (!debug_register_probe_) debug_register_probe_ = backend::probe_debug_registers();
-    probe_ = backend::run_probe(&*debug_register_probe_, &block_step());
+    probe_ = backend::run_probe(&*debug_register_probe_, &block_step(), &cpuid_step());
     probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";  // what this server does
   }
   return *probe_;
@@ -27,6 +27,7 @@ const backend::ProbeReport& Server::probe() {
 void Server::set_probe(backend::ProbeReport report) {
   debug_register_probe_ = backend::DebugRegisterProbe{report.debug_registers_work, "given, not probed"};
   block_step_probe_ = backend::BlockStepProbe{report.btf_works, "given, not probed"};
+  cpuid_step_probe_ = backend::CpuidStepProbe{report.cpuid_step_traps, "given, not probed"};
   probe_ = std::move(report);
   probe_->watchpoints = watch_emulation() ? "emulated" : "hardware";
 }
@@ -34,6 +35,14 @@ void Server::set_probe(backend::ProbeReport report) {
 const backend::BlockStepProbe& Server::block_step() {
   if (!block_step_probe_) block_step_probe_ = backend::probe_block_step();
   return *block_step_probe_;
+}
+
+const backend::CpuidStepProbe& Server::cpuid_step() {
+  if (!cpuid_step_probe_) {
+    cpuid_step_probe_ = backend::probe_cpuid_step();
+    if (!cpuid_step_probe_->works) log_.event("single step over cpuid: {}", cpuid_step_probe_->detail);
+  }
+  return *cpuid_step_probe_;
 }
 
 bool Server::watch_emulation() {
@@ -115,6 +124,7 @@ backend::ProcessSettings Server::process_settings() {
   // PTRACE_SINGLEBLOCK only where the block-step probe (run once per server) saw BTF work, or
   // where the test build forces it (hooks).
   settings.singleblock = block_step().works || hooks_.singleblock;
+  settings.cpuid_step_traps = cpuid_step().works;
   settings.busy_poll = busy_poll();
   if (log_.debug) settings.log = [this](std::string_view line) { log_.event("{}", line); };
   return settings;

@@ -263,6 +263,10 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   // ---- syscall stops (linux_process_syscalls.cc) ----
   void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
   void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)
+  // A single step over the cpuid at t's pc, done here (cpuid run by the server for the
+  // thread's leaf and subleaf): for hosts that drop the step's trap after cpuid. false when
+  // the instruction there is not cpuid (or the registers could not be had).
+  bool step_cpuid_here(LinuxThread& t);
   // Displaced syscalls (run_syscall_displaced): the page with the copy, mapped at first use;
   // a thread stopped before its copy ran goes back to the original instruction.
   uint64_t displaced_page(LinuxThread& t);

@@ -12,6 +12,7 @@
 
 #include "backend/linux/linux_process.h"
 #include "backend/ptrace/ptrace_requests.h"
+#include "backend/x86/nondeterministic.h"
 
 namespace backend {
 
@@ -242,6 +243,11 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
       case Taken::No: break;
     }
   }
+  // A host whose hypervisor drops the trap after cpuid (the server's probe) would run the next
+  // instruction within the same step: the server does a step over cpuid itself.
+  if (!settings_.cpuid_step_traps && request == PTRACE_SINGLESTEP && signo == 0 && !t.signal_entry &&
+      step_cpuid_here(t))
+    return handle_step_done(t, kTrapTrace, std::nullopt);
   // Resumed from a syscall's entry stop with no syscall or step stop to come (the client no
   // longer catches syscalls): the instruction is done as far as the trace can tell.
   if (t.syscall_flow && request != PTRACE_SYSCALL && request != PTRACE_SINGLESTEP) finish_syscall_flow(t);
@@ -298,6 +304,21 @@ Result<void> LinuxProcess::step_branch(pid_t tid, uint32_t count) {
   // Checked steps (emulated watchpoints) need one instruction at a time: no single-block steps.
   stepper_.start_step_branch(*t, count, settings_.singleblock && !watch_stepping());
   return {};
+}
+
+// A single step over cpuid on a host that drops its trap: cpuid run here for the thread's leaf
+// and subleaf (the answer this machine gives any thread), the registers set, rip past it.
+bool LinuxProcess::step_cpuid_here(LinuxThread& t) {
+  uint8_t code[16] = {};
+  size_t n = code_cache_.reader()(get_pc(t.tid), code);
+  auto insn = nondeterministic_insn(std::span<const uint8_t>(code, n));
+  if (!insn || insn->kind != NondeterministicInsn::Kind::Cpuid) return false;
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) return false;
+  auto result = execute_here(*insn, regs);
+  if (!result) return false;
+  apply_result(*insn, *result, regs);
+  return ::ptrace(PTRACE_SETREGS, t.tid, nullptr, &regs) == 0;
 }
 
 }  // namespace backend

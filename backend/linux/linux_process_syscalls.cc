@@ -116,6 +116,18 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
     t.watch_hit = watch_.check(*t.watch_step, watch_reader_);
     t.watch_step.reset();
   }
+  if (entry && t.in<run::WatchStep>() && stepper_.traced(t.tid)) {
+    t.watch_syscall_from = get_pc(t.tid) - 2;  // syscall is 0f 05
+  } else if (!entry && t.watch_syscall_from) {
+    // That checked step ends here: its branch, if the syscall took one (rt_sigreturn), is
+    // recorded as a single step's is.
+    uint64_t from = std::exchange(t.watch_syscall_from, 0);
+    if (t.in<run::WatchStep>() && stepper_.traced(t.tid)) {
+      t.cursor.step_from = from;
+      stepper_.record_step(t, get_pc(t.tid));
+      t.cursor.step_from = 0;
+    }
+  }
   if (interceptor_ && known) {
     auto verdict = entry ? interceptor_->syscall_entry(t.tid) : interceptor_->syscall_exit(t.tid);
     sync_interceptor_watch();

@@ -92,6 +92,10 @@ struct LinuxThread {
   // Syscall catching: between an entry stop and its exit stop, and the syscall's number.
   bool in_syscall = false;
   int syscall_nr = -1;
+  // A checked step (WatchStep) of a traced thread that met a syscall runs it under
+  // PTRACE_SYSCALL: the syscall instruction's address, from its entry stop to its exit, where
+  // the step ends (rt_sigreturn's jump back to where a signal came is a branch to record).
+  uint64_t watch_syscall_from = 0;
   // A lifted syscall instruction whose entry stop came (the client catches syscalls, so it ran
   // under PTRACE_SYSCALL instead of a single step): its exit, or the step trap after it,
   // finishes it as the lifted step would have.

@@ -234,6 +234,52 @@ DebugRegisterProbe probe_debug_registers() {
 
 BlockStepProbe probe_block_step() { return probe_btf(); }
 
+// The child runs: +0 int3; +1 cpuid; +3 nop; +4 nop; +5 int3; +6 ret. One single step from +1
+// must stop at +3; a hypervisor that drops the trap after its emulated cpuid stops at +4.
+CpuidStepProbe probe_cpuid_step() {
+  static constexpr uint8_t kCode[] = {0xcc, 0x0f, 0xa2, 0x90, 0x90, 0xcc, 0xc3};
+  constexpr uint64_t kCpuid = 1, kAfter = 3;
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return {false, "mmap failed: " + errno_name(errno)};
+  std::memcpy(page, kCode, sizeof kCode);
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) {
+    int e = errno;
+    munmap(page, 4096);
+    return {false, "mprotect failed: " + errno_name(e)};
+  }
+  auto base = reinterpret_cast<uint64_t>(page);
+  pid_t child = fork_stopped_child(page);
+  munmap(page, 4096);
+  if (child < 0) return {false, "fork failed: " + errno_name(errno)};
+  auto finish = [&](bool works, std::string detail) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, __WALL);
+    return CpuidStepProbe{works, std::move(detail)};
+  };
+  auto stop_rip = [&](uint64_t* rip) -> bool {
+    int status = 0;
+    if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status)) return false;
+    user_regs_struct regs{};
+    if (ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return false;
+    *rip = regs.rip;
+    return WSTOPSIG(status) == SIGTRAP || WSTOPSIG(status) == SIGSTOP;
+  };
+  uint64_t rip = 0;
+  if (!stop_rip(&rip)) return finish(false, "the probe child did not stop");
+  ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
+  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base + kCpuid)
+    return finish(false, "the probe child did not reach its int3");
+  if (ptrace(PTRACE_SINGLESTEP, child, nullptr, nullptr) != 0 || !stop_rip(&rip))
+    return finish(false, "PTRACE_SINGLESTEP over cpuid failed: " + errno_name(errno));
+  if (rip == base + kAfter) return finish(true, "PTRACE_SINGLESTEP over cpuid stops right after it");
+  if (rip > base + kAfter && rip <= base + kAfter + 2)
+    return finish(false, fmt::format("PTRACE_SINGLESTEP over cpuid ran {} more instruction(s) (the hypervisor "
+                                     "drops the trap after its cpuid): the server steps cpuid itself",
+                                     rip - base - kAfter));
+  return finish(false, fmt::format("PTRACE_SINGLESTEP over cpuid stopped at +{:#x}, not after it (+3): the server "
+                                   "steps cpuid itself", rip - base));
+}
+
 // Whether an instruction faults once the process asks for it: a forked child makes the request
 // and runs the instruction; SIGSEGV is the answer. record/replay needs the rdtsc trap
 // (PR_SET_TSC, every x86-64 CPU); CPUID faulting (arch_prctl ARCH_SET_CPUID, Intel only, and
@@ -270,7 +316,8 @@ static ProbeItem probe_fault(const char* name, bool cpuid) {
   return {name, false, fmt::format("{} succeeded but {} ran without a fault", how, insn)};
 }
 
-ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStepProbe* block_step) {
+ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStepProbe* block_step,
+                      const CpuidStepProbe* cpuid_step) {
   ProbeReport r;
   CpuId cpu = read_cpu_id();
   r.items.push_back({"cpu", true,
@@ -342,6 +389,10 @@ ProbeReport run_probe(const DebugRegisterProbe* debug_registers, const BlockStep
   BtfResult btf = block_step ? *block_step : probe_btf();
   r.btf_works = btf.works;
   r.items.push_back({"BTF (PTRACE_SINGLEBLOCK)", btf.works, btf.detail});
+
+  CpuidStepProbe step = cpuid_step ? *cpuid_step : probe_cpuid_step();
+  r.cpuid_step_traps = step.works;
+  r.items.push_back({"single step over cpuid", step.works, step.detail});
 
   auto helper = LbrDevice::open();
   if (helper) {

@@ -33,6 +33,17 @@ struct BlockStepProbe {
 };
 BlockStepProbe probe_block_step();
 
+// Whether a single step over cpuid stops right after it. Some hypervisors emulate cpuid and
+// drop the trap flag's trap (seen on 2-vCPU AMD EPYC guests): the step then runs the next
+// instruction too, so a client's stepi, a watchpoint checked per instruction or a traced step
+// would miss one. Where it fails, the server does such a step itself (docs/compatibility.md).
+struct CpuidStepProbe {
+  bool works = false;
+  std::string detail;
+};
+// A forked child single-stepped over one cpuid; a few ms.
+CpuidStepProbe probe_cpuid_step();
+
 struct ProbeReport {
   std::vector<ProbeItem> items;
   bool debug_registers_work = false;  // DR0-3/DR7 watchpoints and breakpoints trap
@@ -40,6 +51,7 @@ struct ProbeReport {
   bool perf_bts_works = false;  // gdbserver's BTS perf event opens for our own thread
   bool lbr_module = false;      // /dev/msr_helper can be opened
   bool pt_works = false;        // intel_pt PMU present and an event opens
+  bool cpuid_step_traps = false;  // a single step over cpuid stops right after it
   std::string best_source;           // "perf-bts", "lbr" or "software"
   std::string stepbranch_mechanism;  // "singleblock" or "software"
   std::string watchpoints;           // what --watchpoints=auto chooses: "hardware" or "emulated"
@@ -48,7 +60,7 @@ struct ProbeReport {
 // Takes well under a second; forks short-lived traced children for the BTF and debug-register
 // checks (taken from `debug_registers` / `block_step` when the caller has them already).
 ProbeReport run_probe(const DebugRegisterProbe* debug_registers = nullptr,
-                      const BlockStepProbe* block_step = nullptr);
+                      const BlockStepProbe* block_step = nullptr, const CpuidStepProbe* cpuid_step = nullptr);
 // What the server uses, from the mechanisms that work: the branch source (perf BTS, else the LBR
 // module, else block patching), stepbranch (single-block where BTF works) and watchpoints.
 void decide_mechanisms(ProbeReport& report);

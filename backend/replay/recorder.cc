@@ -141,6 +141,7 @@ class Recorder final : public SyscallInterceptor {
   // Signal-delivery stop: the signal to deliver (0: none), or -1 when refused.
   int on_signal(int sig);
   bool emulate_rdtsc(const user_regs_struct& regs);
+  bool record_tsc(pid_t tid, const NondeterministicInsn& insn, const user_regs_struct& regs);
 
   pid_t pid_;
   ProcMemory mem_;
@@ -237,22 +238,24 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
   return true;
 }
 
+// An rdtsc trapped by PR_SET_TSC (a SIGSEGV at it).
 bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
-  uint8_t code[3] = {};
+  uint8_t code[16] = {};
   auto n = mem_.read(regs.rip, code);
-  if (!n || *n < 2 || code[0] != 0x0f) return false;
-  bool rdtscp = *n == 3 && code[1] == 0x01 && code[2] == 0xf9;
-  if (code[1] != 0x31 && !rdtscp) return false;
+  auto insn = n ? nondeterministic_insn(std::span<const uint8_t>(code, *n)) : std::nullopt;
+  return insn && is_tsc(*insn) && record_tsc(pid_, *insn, regs);
+}
+
+// rdtsc and rdtscp, however they were met (the trap, or the decoder stopping before them where
+// the hypervisor ignores PR_SET_TSC), are Rdtsc events: a trace replays on either kind of host.
+bool Recorder::record_tsc(pid_t tid, const NondeterministicInsn& insn, const user_regs_struct& regs) {
+  auto result = execute_here(insn, regs);
+  if (!result) return false;
   user_regs_struct out = regs;
-  unsigned aux = 0;
-  uint64_t tsc = rdtscp ? __rdtscp(&aux) : __rdtsc();
-  out.rax = tsc & 0xffffffffu;
-  out.rdx = tsc >> 32;
-  if (rdtscp) out.rcx = aux;
-  out.rip += rdtscp ? 3 : 2;
-  ::ptrace(PTRACE_SETREGS, pid_, nullptr, &out);
+  apply_result(insn, *result, out);
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &out) != 0) return false;
   TraceEvent e = event_here(EventKind::Rdtsc, regs.rip);
-  e.nr = rdtscp ? 1 : 0;
+  e.nr = insn.kind == NondeterministicInsn::Kind::Rdtscp ? 1 : 0;
   e.args[0] = out.rax;
   e.args[1] = out.rdx;
   e.args[2] = out.rcx;
@@ -264,6 +267,7 @@ bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
 SyscallInterceptor::InstructionVerdict Recorder::take_instruction(pid_t tid, const NondeterministicInsn& insn) {
   user_regs_struct regs{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
+  if (is_tsc(insn)) return record_tsc(tid, insn, regs) ? InstructionVerdict{true, false, {}} : InstructionVerdict{};
   auto result = execute_here(insn, regs);
   if (!result) return {};  // this CPU lacks it: the program's own attempt faults (SIGILL, recorded)
   TraceEvent e = event_here(EventKind::Instruction, regs.rip);

@@ -117,6 +117,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
 
  private:
   std::string set_up_exec(const TraceEvent& e);
+  static void give_tsc(const TraceEvent& e, user_regs_struct& regs);
   uint64_t put_scratch_path(const user_regs_struct& regs, const std::string& path);
   void finish_interrupted_rep(pid_t tid, user_regs_struct& regs, std::span<const uint8_t> code, uint64_t digest,
                               uint64_t rcx_left);
@@ -435,6 +436,14 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
 }
 
 // The recorded result, where the recording had the same instruction at the same place.
+// The recorded rdtsc (nr 0) or rdtscp (nr 1) result, the thread moved past the instruction.
+void Replayer::give_tsc(const TraceEvent& e, user_regs_struct& regs) {
+  regs.rax = e.args[0];
+  regs.rdx = e.args[1];
+  if (e.nr == 1) regs.rcx = e.args[2];
+  regs.rip += e.nr == 1 ? 3 : 2;
+}
+
 SyscallInterceptor::InstructionVerdict Replayer::take_instruction(pid_t tid, const NondeterministicInsn& insn) {
   if (diverted_) return {};  // the client's own calls run on this CPU
   if (!diverged_.empty())
@@ -443,6 +452,16 @@ SyscallInterceptor::InstructionVerdict Replayer::take_instruction(pid_t tid, con
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
   const TraceEvent* e = next();
   std::string seen = fmt::format("{} at pc {:#x}, branch {}", kind_name(insn.kind), regs.rip, counter_.count(pid_));
+  if (is_tsc(insn)) {  // met before it runs where the hypervisor ignores PR_SET_TSC: as if trapped
+    bool rdtscp = insn.kind == NondeterministicInsn::Kind::Rdtscp;
+    if (!e || e->kind != EventKind::Rdtsc || e->nr != (rdtscp ? 1 : 0) || e->pc != regs.rip)
+      return {false, true, divergence(fmt::format("expected {}, saw {}", e ? describe(*e) : "nothing more", seen))};
+    if (auto bad = count_mismatch(*e); !bad.empty()) return {false, true, divergence(bad)};
+    give_tsc(*e, regs);
+    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return {};
+    ++cursor_;
+    return {true, false, {}};
+  }
   if (!e || e->kind != EventKind::Instruction || e->nr != static_cast<int64_t>(insn.kind) || e->pc != regs.rip)
     return {false, true, divergence(fmt::format("expected {}, saw {}", e ? describe(*e) : "nothing more", seen))};
   if (auto bad = count_mismatch(*e); !bad.empty()) return {false, true, divergence(bad)};
@@ -465,10 +484,7 @@ bool Replayer::take_signal(pid_t tid, int signo, std::string* message) {
   const TraceEvent* e = next();
   if (signo == SIGSEGV && si.si_code == SI_KERNEL && e && e->kind == EventKind::Rdtsc && e->pc == regs.rip &&
       count_mismatch(*e).empty()) {
-    regs.rax = e->args[0];
-    regs.rdx = e->args[1];
-    if (e->nr == 1) regs.rcx = e->args[2];
-    regs.rip += e->nr == 1 ? 3 : 2;
+    give_tsc(*e, regs);
     ::ptrace(PTRACE_SETREGS, tid, nullptr, &regs);
     ++cursor_;
     return true;

@@ -1,6 +1,7 @@
 #include "backend/x86/nondeterministic.h"
 
 #include <cpuid.h>
+#include <x86intrin.h>
 
 namespace backend {
 
@@ -39,7 +40,7 @@ unsigned long long& gpr(user_regs_struct& r, uint8_t n) {
 
 bool has_feature(unsigned leaf, int reg_index, unsigned bit) {
   unsigned r[4] = {};
-  if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) < leaf) return false;
+  if (static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000u, nullptr)) < leaf) return false;
   __cpuid_count(leaf, 0, r[0], r[1], r[2], r[3]);
   return (r[reg_index] >> bit) & 1;
 }
@@ -65,6 +66,17 @@ std::optional<NondeterministicInsn> nondeterministic_insn(std::span<const uint8_
   }
   if (at + 2 > code.size() || code[at] != 0x0f || lock) return std::nullopt;
   NondeterministicInsn insn;
+  if (code[at + 1] == 0x31) {
+    insn.kind = NondeterministicInsn::Kind::Rdtsc;
+    insn.len = static_cast<uint8_t>(at + 2);
+    return insn;
+  }
+  if (code[at + 1] == 0x01) {  // rdtscp is 0f 01 f9; the rest of 0f 01 is system instructions
+    if (at + 3 > code.size() || code[at + 2] != 0xf9) return std::nullopt;
+    insn.kind = NondeterministicInsn::Kind::Rdtscp;
+    insn.len = static_cast<uint8_t>(at + 3);
+    return insn;
+  }
   if (code[at + 1] == 0xa2) {
     insn.kind = NondeterministicInsn::Kind::Cpuid;
     insn.len = static_cast<uint8_t>(at + 2);
@@ -111,6 +123,16 @@ std::optional<NondeterministicResult> execute_here(const NondeterministicInsn& i
       out.value[1] = ok;
       return out;
     }
+    case NondeterministicInsn::Kind::Rdtsc:
+      out.value[0] = __rdtsc();
+      return out;
+    case NondeterministicInsn::Kind::Rdtscp: {
+      if (!has_feature(0x80000001, 3, 27)) return std::nullopt;
+      unsigned aux = 0;
+      out.value[0] = __rdtscp(&aux);
+      out.value[2] = aux;
+      return out;
+    }
     case NondeterministicInsn::Kind::Rdpid: {
       if (!has_feature(7, 2, 22)) return std::nullopt;
       unsigned long long v = 0;
@@ -131,6 +153,12 @@ void apply_result(const NondeterministicInsn& insn, const NondeterministicResult
     regs.rdx = result.value[3] & 0xffffffffu;
     return;
   }
+  if (is_tsc(insn)) {
+    regs.rax = result.value[0] & 0xffffffffu;
+    regs.rdx = result.value[0] >> 32;
+    if (insn.kind == NondeterministicInsn::Kind::Rdtscp) regs.rcx = result.value[2] & 0xffffffffu;
+    return;
+  }
   unsigned long long& dest = gpr(regs, insn.reg);
   if (insn.size == 8) dest = result.value[0];
   else if (insn.size == 4) dest = result.value[0] & 0xffffffffu;
@@ -143,6 +171,7 @@ void apply_result(const NondeterministicInsn& insn, const NondeterministicResult
 
 uint64_t input_of(const NondeterministicInsn& insn, const user_regs_struct& regs) {
   if (insn.kind == NondeterministicInsn::Kind::Cpuid) return (regs.rax & 0xffffffffu) | ((regs.rcx & 0xffffffffu) << 32);
+  if (is_tsc(insn)) return 0;
   return insn.reg | (uint64_t{insn.size} << 8);
 }
 
@@ -152,6 +181,8 @@ const char* kind_name(NondeterministicInsn::Kind kind) {
     case NondeterministicInsn::Kind::Rdrand: return "rdrand";
     case NondeterministicInsn::Kind::Rdseed: return "rdseed";
     case NondeterministicInsn::Kind::Rdpid: return "rdpid";
+    case NondeterministicInsn::Kind::Rdtsc: return "rdtsc";
+    case NondeterministicInsn::Kind::Rdtscp: return "rdtscp";
   }
   return "?";
 }

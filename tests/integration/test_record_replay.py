@@ -244,3 +244,19 @@ def test_replay_without_a_trace_says_so(procs, tmp_path):
     p = subprocess.run([SERVER, "replay", ":0"], capture_output=True, timeout=20, env=env)
     assert p.returncode == 1
     assert b"no latest trace" in p.stderr
+
+
+def test_a_replay_checked_step_by_step_counts_the_signal_return(procs, tmp_path, input_file):
+    """With emulated watchpoints (--watchpoints=software; the default where debug registers do
+    not trap) a replay runs as checked single steps; the rt_sigreturn that ends the SIGUSR1
+    handler is a branch back to where the signal came, and every later event's branch count
+    must still match the recording's (it was one short: a divergence at the next syscall)."""
+    p, trace = record(tmp_path, str(input_file))
+    assert b"trace in" in p.stderr, p.stderr
+    srv = procs.server(["replay", "--watchpoints=software", "--once", "{COMM}", str(trace)])
+    r = gdb_remote(srv, ["handle SIGUSR1 nostop noprint pass", "watch alarm_count", "break values_ready",
+                         "continue", "print usr1_count", "continue", "continue"], prog=PROG, timeout=240)
+    assert re.search(r"Breakpoint 2, values_ready", r.out), r
+    assert re.search(r"\$1 = 1\b", r.out), r
+    assert "divergence" not in r.out and "diverged" not in r.out, r
+    assert "divergence" not in srv.stderr.text, srv.stderr.text

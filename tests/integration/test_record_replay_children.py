@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from harness import SERVER, gdb_remote, inferior
+from harness import SERVER, debug_registers_trap, gdb_remote, inferior
 
 pytestmark = pytest.mark.branchstub_only
 
@@ -79,6 +79,11 @@ def test_children_run_unrecorded_and_the_parent_replays(procs, tmp_path):
 
 
 def test_reverse_continue_over_the_children(procs, tmp_path):
+    works, why = debug_registers_trap()
+    if not works:
+        pytest.skip("watchpoints are emulated here (%s): a reverse pass back to where GDB stepped out of "
+                    "ld.so's _dl_debug_state runs past that place ('the replay passed pc'), a known gap of "
+                    "reverse execution with emulated watchpoints (docs/record-replay.md)" % why)
     p, trace = record(tmp_path)
     assert p.returncode == 0, p.stderr
     rec = printed(p.stdout.decode())

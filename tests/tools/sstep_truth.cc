@@ -13,6 +13,7 @@
 // ones that glibc's string functions use) from LLVM's disassembler (libLLVM, loaded at run time:
 // clang's dependency). A wrong length would look like a taken branch here.
 #include <capstone/capstone.h>
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/personality.h>
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace {
 
@@ -69,6 +71,7 @@ struct Llvm {
 } llvm;
 bool have_llvm = false;
 std::unordered_map<uint64_t, uint32_t> lengths;
+std::unordered_set<uint64_t> cpuids;  // where a cpuid is (found by length_at)
 std::map<std::pair<uint64_t, uint64_t>, uint64_t> blocks;  // (start, size) -> executions
 uint64_t instructions = 0;
 
@@ -100,6 +103,7 @@ uint32_t length_at(pid_t tid, uint64_t pc) {
   // LLVM where capstone gives up.
   size_t bytes = size;
   uint32_t len = cs_disasm_iter(cs, &p, &size, &addr, insn) ? insn->size : 0;
+  if (len && insn->id == X86_INS_CPUID) cpuids.insert(pc);
   if (len == 0 && have_llvm && bytes) len = llvm.length(code, bytes, pc);
   if (len == 0) len = 1;
   lengths[pc] = len;
@@ -110,6 +114,32 @@ void close_block(pid_t tid, ThreadState& t) {
   if (!t.block_start || !t.last_pc) return;
   uint64_t size = t.last_pc + length_at(tid, t.last_pc) - t.block_start;
   ++blocks[{t.block_start, size}];
+}
+
+// Single-steps tid (about to run about_to_run[tid]), except that a cpuid there is run here,
+// this CPU's answer for the thread's leaf and subleaf, and counted as one instruction: some
+// hypervisors drop the step's trap after the cpuid they emulate, so the step would also run
+// the instruction after it unseen (a branch there would be missed).
+void step(pid_t tid, ThreadState& t, std::map<pid_t, uint64_t>& about_to_run) {
+  for (;;) {
+    uint64_t at = about_to_run[tid];
+    uint32_t len = length_at(tid, at);
+    user_regs_struct regs{};
+    if (!cpuids.count(at) || ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0 || regs.rip != at) break;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __cpuid_count(static_cast<unsigned>(regs.rax), static_cast<unsigned>(regs.rcx), a, b, c, d);
+    regs.rax = a;
+    regs.rbx = b;
+    regs.rcx = c;
+    regs.rdx = d;
+    regs.rip = at + len;
+    if (ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
+    ++instructions;
+    if (t.last_pc == 0 && t.block_start == 0) t.block_start = at;
+    t.last_pc = at;
+    about_to_run[tid] = at + len;
+  }
+  ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr);
 }
 
 }  // namespace
@@ -199,7 +229,7 @@ int main(int argc, char** argv) {
       // A new thread's first stop: it starts here.
       t.block_start = pc;
       about_to_run[tid] = pc;
-      ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr);
+      step(tid, t, about_to_run);
       continue;
     }
     if (t.pending_signal) {
@@ -212,7 +242,7 @@ int main(int argc, char** argv) {
         t.block_start = pc;
         t.last_pc = 0;
         about_to_run[tid] = pc;
-        ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr);
+        step(tid, t, about_to_run);
         continue;
       }
     }
@@ -220,7 +250,7 @@ int main(int argc, char** argv) {
     if (pc == ran) {
       // A rep-prefixed string instruction traps after each iteration, pc unchanged: it is
       // still the same instruction, no branch.
-      ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr);
+      step(tid, t, about_to_run);
       continue;
     }
     ++instructions;
@@ -232,7 +262,7 @@ int main(int argc, char** argv) {
       t.last_pc = 0;
     }
     about_to_run[tid] = pc;
-    ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr);
+    step(tid, t, about_to_run);
   }
   FILE* out = std::fopen(argv[1], "w");
   if (!out) return 2;

@@ -1,5 +1,6 @@
 // The harness that runs AccessDecoder against the real CPU (see access_decoder_cpu.h).
 #include "access_decoder_cpu.h"
+#include "cpuid_step.h"
 
 #include <catch2/catch.hpp>
 
@@ -201,8 +202,8 @@ StepResult run_step(const Entry& e, const Setup& s, const Prot (&prot)[kPages], 
     }
     REQUIRE(ptrace(PTRACE_POKEUSER, pid, debugreg(7), dr7) == 0);
   }
-  REQUIRE(ptrace(PTRACE_SINGLESTEP, pid, nullptr, nullptr) == 0);
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  status = cpuid_step::single_step(pid, e.bytes);
+  REQUIRE(status != -1);
   REQUIRE(WIFSTOPPED(status));
   res.signo = WSTOPSIG(status);
   if (res.signo != SIGTRAP) {

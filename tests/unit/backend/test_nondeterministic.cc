@@ -41,6 +41,8 @@ TEST_CASE("nondeterministic instructions: decoded with their destination and siz
       {{0xf3, 0x41, 0x0f, 0xc7, 0xfc}, Kind::Rdpid, 5, 12, 8, "rdpid %r12"},
       {{0x49, 0x66, 0x0f, 0xc7, 0xf0}, Kind::Rdrand, 5, 0, 2, "rex.wb data16 rdrand: a REX before a prefix is ignored"},
       {{0x2e, 0x0f, 0xa2}, Kind::Cpuid, 3, 0, 0, "cs cpuid"},
+      {{0x0f, 0x31}, Kind::Rdtsc, 2, 0, 0, "rdtsc"},
+      {{0x0f, 0x01, 0xf9}, Kind::Rdtscp, 3, 0, 0, "rdtscp"},
   };
   for (const auto& c : cases) {
     INFO(c.what);
@@ -64,7 +66,8 @@ TEST_CASE("nondeterministic instructions: what shares their opcodes is not one",
       {{0xf3, 0x0f, 0xc7, 0xf0}, "senduipi %rax (f3 /6)"},
       {{0xf2, 0x0f, 0xc7, 0xf0}, "f2 0f c7 /6"},
       {{0xf0, 0x0f, 0xc7, 0xf0}, "lock rdrand (#UD)"},
-      {{0x0f, 0x31}, "rdtsc (PR_SET_TSC's)"},
+      {{0x0f, 0x01, 0xf8}, "swapgs (0f 01, not rdtscp's f9)"},
+      {{0x0f, 0x01}, "a 0f 01 cut short"},
       {{0x0f, 0x05}, "syscall"},
       {{0x0f}, "a lone 0f"},
       {{0x90}, "nop"},
@@ -111,6 +114,24 @@ TEST_CASE("nondeterministic instructions: a result leaves registers as the CPU w
     apply_result(*insn, NondeterministicResult{{0, 0}}, regs);
     CHECK(regs.rbx == 0x1111222233330000ULL);
     CHECK((regs.eflags & 0x8d5) == 0);
+  }
+  SECTION("rdtsc splits its count into edx:eax, zero-extended; rdtscp adds TSC_AUX in ecx") {
+    auto insn = decode({0x0f, 0x31});
+    REQUIRE(insn);
+    CHECK(input_of(*insn, regs) == 0);
+    apply_result(*insn, NondeterministicResult{{0x0000123487654321ULL}}, regs);
+    CHECK(regs.rax == 0x87654321ULL);
+    CHECK(regs.rdx == 0x1234);
+    CHECK(regs.rcx == 7);
+    CHECK(regs.rip == 0x1002);
+    auto p = decode({0x0f, 0x01, 0xf9});
+    REQUIRE(p);
+    apply_result(*p, NondeterministicResult{{0xffffffff00000001ULL, 0, 0x8000000000000003ULL}}, regs);
+    CHECK(regs.rax == 1);
+    CHECK(regs.rdx == 0xffffffffULL);
+    CHECK(regs.rcx == 3);
+    CHECK(regs.rip == 0x1005);
+    CHECK(regs.eflags == (0x202 | 0x8c4));
   }
   SECTION("rdpid writes 64 bits and no flags") {
     auto insn = decode({0xf3, 0x0f, 0xc7, 0xf9});  // rdpid %rcx
@@ -172,6 +193,34 @@ TEST_CASE("decoder: nondeterministic instructions end a block only when asked", 
   auto after = cache.block_at(base + 9);
   REQUIRE(after.ok());
   CHECK(after->end.kind == FlowKind::Return);
+}
+
+TEST_CASE("decoder: rdtsc and rdtscp end a block when asked (hosts that ignore PR_SET_TSC)", "[decoder][nondet]") {
+  std::vector<uint8_t> bytes = {0x0f, 0x31,        // rdtsc
+                                0x0f, 0x01, 0xf9,  // rdtscp
+                                0xc3};             // ret
+  const uint64_t base = 0x400000;
+  CodeReader reader = [&](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    if (addr < base || addr >= base + bytes.size()) return 0;
+    size_t n = std::min<size_t>(out.size(), base + bytes.size() - addr);
+    std::memcpy(out.data(), bytes.data() + (addr - base), n);
+    return n;
+  };
+  BlockCache cache(reader);
+  auto plain = cache.block_at(base);
+  REQUIRE(plain.ok());
+  CHECK(plain->end.kind == FlowKind::Return);
+  cache.set_stop_at_nondeterministic(true);
+  auto b = cache.block_at(base);
+  REQUIRE(b.ok());
+  CHECK(b->end.addr == base);
+  CHECK(b->end.kind == FlowKind::Trap);
+  CHECK(b->end.len == 2);
+  auto p = cache.block_at(base + 2);
+  REQUIRE(p.ok());
+  CHECK(p->end.addr == base + 2);
+  CHECK(p->end.kind == FlowKind::Trap);
+  CHECK(p->end.len == 3);
 }
 
 TEST_CASE("nondeterministic instructions: agree with capstone on random prefixed 0f c7 / 0f a2", "[nondet]") {

@@ -128,3 +128,18 @@ TEST_CASE("probe: the block-step answer is probed alone and used as given", "[pr
   CHECK(find(r, "BTF (PTRACE_SINGLEBLOCK)")->detail == "forced for the test");
   CHECK(r.stepbranch_mechanism == (forced.works ? "singleblock" : "software"));
 }
+
+TEST_CASE("probe: a step over cpuid is probed alone, answers the same twice, and is used as given", "[probe]") {
+  CpuidStepProbe a = probe_cpuid_step();
+  CpuidStepProbe b = probe_cpuid_step();
+  INFO(a.detail);
+  CHECK(a.works == b.works);
+  CHECK(a.detail == b.detail);
+  // Either it stops right after the instruction, or the words say how far it ran.
+  CHECK(a.detail.find(a.works ? "stops right after it" : "the server steps cpuid itself") != std::string::npos);
+  CpuidStepProbe forced{!a.works, "forced for the test"};
+  ProbeReport r = run_probe(nullptr, nullptr, &forced);
+  CHECK(r.cpuid_step_traps == forced.works);
+  REQUIRE(find(r, "single step over cpuid"));
+  CHECK(find(r, "single step over cpuid")->detail == "forced for the test");
+}

@@ -39,6 +39,7 @@
 #include <capstone/capstone.h>
 
 #include "backend/x86/access_decoder.h"
+#include "cpuid_step.h"
 
 using namespace backend;
 using Why = RunAhead::Why;
@@ -648,9 +649,8 @@ class Lab {
       size_t got = img.reader()(cur.rip, code);
       truth.decode(std::span<const uint8_t>(code.data(), got), cur, step.acc);
       if (cur.rip == end || path.size() >= max_steps) break;
-      REQUIRE(ptrace(PTRACE_SINGLESTEP, pid_, nullptr, nullptr) == 0);
-      int status = 0;
-      REQUIRE(waitpid(pid_, &status, 0) == pid_);
+      int status = cpuid_step::single_step(pid_, std::span<const uint8_t>(code.data(), got));
+      REQUIRE(status != -1);
       REQUIRE(WIFSTOPPED(status));
       if (WSTOPSIG(status) != SIGTRAP) break;  // a fault: the path ends at the faulting instruction
       REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &cur) == 0);
@@ -659,12 +659,11 @@ class Lab {
   }
 
   // One instruction: the registers after a single step from `regs`, or the signal it raised.
-  int step_once(const user_regs_struct& regs, user_regs_struct& after) {
+  int step_once(const user_regs_struct& regs, std::span<const uint8_t> code, user_regs_struct& after) {
     user_regs_struct cur = with(regs);
     REQUIRE(ptrace(PTRACE_SETREGS, pid_, nullptr, &cur) == 0);
-    REQUIRE(ptrace(PTRACE_SINGLESTEP, pid_, nullptr, nullptr) == 0);
-    int status = 0;
-    REQUIRE(waitpid(pid_, &status, 0) == pid_);
+    int status = cpuid_step::single_step(pid_, code);
+    REQUIRE(status != -1);
     REQUIRE(WIFSTOPPED(status));
     REQUIRE(ptrace(PTRACE_GETREGS, pid_, nullptr, &after) == 0);
     return WSTOPSIG(status);
@@ -1507,8 +1506,8 @@ TEST_CASE("run_ahead: a real workload, single-stepped on the CPU", "[run_ahead]"
     REQUIRE(ptrace(PTRACE_GETREGS, pid, nullptr, &step.regs) == 0);
     size_t got = read(step.regs.rip, code);
     truth.decode(std::span<const uint8_t>(code.data(), got), step.regs, step.acc);
-    REQUIRE(ptrace(PTRACE_SINGLESTEP, pid, nullptr, nullptr) == 0);
-    REQUIRE(waitpid(pid, &status, 0) == pid);
+    status = cpuid_step::single_step(pid, std::span<const uint8_t>(code.data(), got));
+    REQUIRE(status != -1);
     REQUIRE(WIFSTOPPED(status));
     if (WSTOPSIG(status) != SIGTRAP) {
       ended = WSTOPSIG(status) == SIGUSR2;
@@ -1619,7 +1618,7 @@ SweepResult sweep(size_t count, uint64_t seed) {
     }
     lab.write(kCode, img.bytes);
     user_regs_struct after{};
-    int sig = lab.step_once(r, after);
+    int sig = lab.step_once(r, bytes, after);
     if (sig != SIGTRAP) {
       ++res.faulted;
       continue;
