@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <span>
 
 #include "backend/host/cpu_id.h"
 #include "backend/btrace/perf/perf_bts.h"
@@ -91,6 +92,53 @@ pid_t fork_stopped_child(void* code) {
   return child;
 }
 
+// `code` copied into an executable page and run by a forked child (fork_stopped_child), which
+// is stopped at its first int3 when start() succeeds; killed and reaped when this goes.
+class CodeChild {
+ public:
+  ~CodeChild() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, __WALL);
+  }
+  // "" on success, else what failed.
+  std::string start(std::span<const uint8_t> code) {
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return "mmap failed: " + errno_name(errno);
+    std::memcpy(page, code.data(), code.size());
+    if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) {
+      int e = errno;
+      munmap(page, 4096);
+      return "mprotect failed: " + errno_name(e);
+    }
+    base_ = reinterpret_cast<uint64_t>(page);
+    pid_ = fork_stopped_child(page);
+    munmap(page, 4096);  // the child keeps its own copy
+    if (pid_ < 0) return "fork failed: " + errno_name(errno);
+    uint64_t rip = 0;
+    if (!stop_rip(&rip)) return "the probe child did not stop";
+    ptrace(PTRACE_SETOPTIONS, pid_, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
+    if (ptrace(PTRACE_CONT, pid_, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base_ + 1)
+      return "the probe child did not reach its int3";
+    return {};
+  }
+  pid_t pid() const { return pid_; }
+  uint64_t base() const { return base_; }
+  // Waits for the child's next stop: its pc, and whether it was a SIGTRAP (or SIGSTOP).
+  bool stop_rip(uint64_t* rip) {
+    int status = 0;
+    if (waitpid(pid_, &status, __WALL) != pid_ || !WIFSTOPPED(status)) return false;
+    user_regs_struct regs{};
+    if (ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0) return false;
+    *rip = regs.rip;
+    return WSTOPSIG(status) == SIGTRAP || WSTOPSIG(status) == SIGSTOP;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  uint64_t base_ = 0;
+};
+
 // One block step decides it (hypervisors commonly drop DEBUGCTL.BTF, and the kernel never reads
 // the bit back). The child runs:
 //   int3; A: nop x4; jmp B; ud2; B: mov ecx,1000; L: nop x3; dec ecx; jnz L; int3
@@ -111,63 +159,32 @@ BtfResult probe_btf() {
       0xcc,                          // +21 E: int3
   };
   constexpr uint64_t kA = 1, kB = 9, kEnd = 22;
-
-  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return {false, "mmap failed: " + errno_name(errno)};
-  std::memcpy(page, kCode, sizeof kCode);
-  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) {
-    int e = errno;
-    munmap(page, 4096);
-    return {false, "mprotect failed: " + errno_name(e)};
-  }
-  auto base = reinterpret_cast<uint64_t>(page);
-
-  pid_t child = fork_stopped_child(page);
-  munmap(page, 4096);  // the child keeps its own copy
-  if (child < 0) return {false, "fork failed: " + errno_name(errno)};
-
-  BtfResult result;
-  auto finish = [&](std::string detail) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, __WALL);
-    result.detail = std::move(detail);
-    return result;
-  };
-  auto stop_rip = [&](uint64_t* rip) -> bool {
-    int status = 0;
-    if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status)) return false;
-    user_regs_struct regs{};
-    if (ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return false;
-    *rip = regs.rip;
-    return WSTOPSIG(status) == SIGTRAP || WSTOPSIG(status) == SIGSTOP;
-  };
-
+  CodeChild child;
+  if (std::string failed = child.start(kCode); !failed.empty()) return {false, failed};
+  uint64_t base = child.base();
+  auto finish = [](bool works, std::string detail) { return BtfResult{works, std::move(detail)}; };
+  auto stop_rip = [&](uint64_t* rip) { return child.stop_rip(rip); };
   uint64_t rip = 0;
-  if (!stop_rip(&rip)) return finish("the probe child did not stop");
-  ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
-  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base + kA)
-    return finish("the probe child did not reach its int3");
-  if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child, nullptr, nullptr) != 0)
-    return finish("PTRACE_SINGLEBLOCK failed: " + errno_name(errno));
-  if (!stop_rip(&rip)) return finish("no stop after PTRACE_SINGLEBLOCK");
+  if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child.pid(), nullptr, nullptr) != 0)
+    return finish(false, "PTRACE_SINGLEBLOCK failed: " + errno_name(errno));
+  if (!stop_rip(&rip)) return finish(false, "no stop after PTRACE_SINGLEBLOCK");
   if (rip == base + kA + 1)
-    return finish("ignored: the hypervisor drops DEBUGCTL.BTF (SINGLEBLOCK behaved like SINGLESTEP)");
+    return finish(false, "ignored: the hypervisor drops DEBUGCTL.BTF (SINGLEBLOCK behaved like SINGLESTEP)");
   if (rip != base + kB)
-    return finish(fmt::format("unknown: the first block step stopped at A+{:#x}", rip - base - kA));
+    return finish(false, fmt::format("unknown: the first block step stopped at A+{:#x}", rip - base - kA));
 
   // Count the stops over the loop to catch a partly working BTF.
   int stops = 1;
   while (rip != base + kEnd && stops < 20000) {
-    if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child, nullptr, nullptr) != 0 ||
+    if (ptrace(static_cast<__ptrace_request>(kPtraceSingleblock), child.pid(), nullptr, nullptr) != 0 ||
         !stop_rip(&rip))
-      return finish(fmt::format("the probe child was lost after {} block steps", stops));
+      return finish(false, fmt::format("the probe child was lost after {} block steps", stops));
     ++stops;
   }
   if (stops > 1100)
-    return finish(fmt::format("partial: first step honored, but {} stops over a 1000-iteration loop "
-                              "(expected about 1001)", stops));
-  result.works = true;
-  return finish(fmt::format("honored: {} stops over a 1000-iteration loop", stops));
+    return finish(false, fmt::format("partial: first step honored, but {} stops over a 1000-iteration loop "
+                                     "(expected about 1001)", stops));
+  return finish(true, fmt::format("honored: {} stops over a 1000-iteration loop", stops));
 }
 
 }  // namespace
@@ -238,38 +255,12 @@ BlockStepProbe probe_block_step() { return probe_btf(); }
 // must stop at +3; a hypervisor that drops the trap after its emulated cpuid stops at +4.
 CpuidStepProbe probe_cpuid_step() {
   static constexpr uint8_t kCode[] = {0xcc, 0x0f, 0xa2, 0x90, 0x90, 0xcc, 0xc3};
-  constexpr uint64_t kCpuid = 1, kAfter = 3;
-  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return {false, "mmap failed: " + errno_name(errno)};
-  std::memcpy(page, kCode, sizeof kCode);
-  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) {
-    int e = errno;
-    munmap(page, 4096);
-    return {false, "mprotect failed: " + errno_name(e)};
-  }
-  auto base = reinterpret_cast<uint64_t>(page);
-  pid_t child = fork_stopped_child(page);
-  munmap(page, 4096);
-  if (child < 0) return {false, "fork failed: " + errno_name(errno)};
-  auto finish = [&](bool works, std::string detail) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, __WALL);
-    return CpuidStepProbe{works, std::move(detail)};
-  };
-  auto stop_rip = [&](uint64_t* rip) -> bool {
-    int status = 0;
-    if (waitpid(child, &status, __WALL) != child || !WIFSTOPPED(status)) return false;
-    user_regs_struct regs{};
-    if (ptrace(PTRACE_GETREGS, child, nullptr, &regs) != 0) return false;
-    *rip = regs.rip;
-    return WSTOPSIG(status) == SIGTRAP || WSTOPSIG(status) == SIGSTOP;
-  };
-  uint64_t rip = 0;
-  if (!stop_rip(&rip)) return finish(false, "the probe child did not stop");
-  ptrace(PTRACE_SETOPTIONS, child, nullptr, reinterpret_cast<void*>(PTRACE_O_EXITKILL));
-  if (ptrace(PTRACE_CONT, child, nullptr, nullptr) != 0 || !stop_rip(&rip) || rip != base + kCpuid)
-    return finish(false, "the probe child did not reach its int3");
-  if (ptrace(PTRACE_SINGLESTEP, child, nullptr, nullptr) != 0 || !stop_rip(&rip))
+  constexpr uint64_t kAfter = 3;
+  CodeChild child;
+  if (std::string failed = child.start(kCode); !failed.empty()) return {false, failed};
+  uint64_t base = child.base(), rip = 0;
+  auto finish = [](bool works, std::string detail) { return CpuidStepProbe{works, std::move(detail)}; };
+  if (ptrace(PTRACE_SINGLESTEP, child.pid(), nullptr, nullptr) != 0 || !child.stop_rip(&rip))
     return finish(false, "PTRACE_SINGLESTEP over cpuid failed: " + errno_name(errno));
   if (rip == base + kAfter) return finish(true, "PTRACE_SINGLESTEP over cpuid stops right after it");
   if (rip > base + kAfter && rip <= base + kAfter + 2)
@@ -281,10 +272,10 @@ CpuidStepProbe probe_cpuid_step() {
 }
 
 // Whether an instruction faults once the process asks for it: a forked child makes the request
-// and runs the instruction; SIGSEGV is the answer. record/replay needs the rdtsc trap
-// (PR_SET_TSC, every x86-64 CPU); CPUID faulting (arch_prctl ARCH_SET_CPUID, Intel only, and
-// only where the hypervisor passes it on) it does not need: the block decoder stops before every
-// cpuid on any CPU (docs/record-replay.md). Reported so the table says what this host offers.
+// and runs the instruction; SIGSEGV is the answer. record/replay needs neither the rdtsc trap
+// (PR_SET_TSC; some hypervisors ignore it) nor CPUID faulting (arch_prctl ARCH_SET_CPUID, Intel
+// only, and only where the hypervisor passes it on): the block decoder stops before every rdtsc
+// and cpuid on any CPU (docs/record-replay.md). Reported so the table says what this host offers.
 static ProbeItem probe_fault(const char* name, bool cpuid) {
   constexpr int kFaulted = 77;
   pid_t child = fork();

@@ -61,21 +61,26 @@ int main(int argc, char** argv) {
 """
 
 
+def run_c(source, args):
+    """Compiles `source` and runs it with `args` (its CompletedProcess, text)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "check.c")
+        with open(src, "w") as f:
+            f.write(source)
+        exe = os.path.join(d, "check")
+        subprocess.run(["gcc", "-O0", src, "-o", exe], check=True, timeout=60)
+        return subprocess.run([exe] + args, capture_output=True, text=True, timeout=30)
+
+
 def test_probe_instruction_faults_agree_with_a_native_check():
     """The rdtsc trap and CPUID faulting lines say what a program asking for them sees."""
     probe = server_probe()
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "f.c")
-        with open(src, "w") as f:
-            f.write(FAULT_CHECK)
-        exe = os.path.join(d, "f")
-        subprocess.run(["gcc", "-O0", src, "-o", exe], check=True, timeout=60)
-        for line, arg in (("rdtsc trap (PR_SET_TSC)", "rdtsc"), ("CPUID faulting", "cpuid")):
-            out = subprocess.run([exe, arg], capture_output=True, text=True, timeout=30)
-            native = "faulted" in out.stdout
-            works, why = probe[line]
-            assert works == native, (line, probe[line], out.stdout, out.stderr)
-            assert why, probe[line]
+    for line, arg in (("rdtsc trap (PR_SET_TSC)", "rdtsc"), ("CPUID faulting", "cpuid")):
+        out = run_c(FAULT_CHECK, [arg])
+        native = "faulted" in out.stdout
+        works, why = probe[line]
+        assert works == native, (line, probe[line], out.stdout, out.stderr)
+        assert why, probe[line]
     # Most hosts trap rdtsc on request, but some hypervisors ignore PR_SET_TSC (an AMD EPYC
     # guest: "succeeded but rdtsc ran without a fault"); record/replay does not depend on it
     # (its decoder stops before every rdtsc: test_record_replay.py's tsc values).
@@ -86,13 +91,7 @@ def test_probe_instruction_faults_agree_with_a_native_check():
 def test_probe_says_whether_a_step_over_cpuid_stops_after_it():
     """The "single step over cpuid" line says what a native single step over cpuid does."""
     works, why = server_probe()["single step over cpuid"]
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "s.c")
-        with open(src, "w") as f:
-            f.write(STEP_CHECK)
-        exe = os.path.join(d, "s")
-        subprocess.run(["gcc", "-O0", src, "-o", exe], check=True, timeout=60)
-        out = subprocess.run([exe], capture_output=True, text=True, timeout=30).stdout
+    out = run_c(STEP_CHECK, []).stdout
     assert ("stepped to +2" in out) == works, (why, out)
     assert why
 

@@ -24,6 +24,16 @@ std::optional<NondeterministicInsn> decode(std::vector<uint8_t> bytes) {
   return nondeterministic_insn(bytes);
 }
 
+// Reads `bytes` as code at `base` (nothing elsewhere).
+CodeReader code_at(const std::vector<uint8_t>& bytes, uint64_t base) {
+  return [&bytes, base](uint64_t addr, std::span<uint8_t> out) -> size_t {
+    if (addr < base || addr >= base + bytes.size()) return 0;
+    size_t n = std::min<size_t>(out.size(), base + bytes.size() - addr);
+    std::memcpy(out.data(), bytes.data() + (addr - base), n);
+    return n;
+  };
+}
+
 }  // namespace
 
 TEST_CASE("nondeterministic instructions: decoded with their destination and size", "[nondet]") {
@@ -161,13 +171,7 @@ TEST_CASE("decoder: nondeterministic instructions end a block only when asked", 
                                 0x48, 0x0f, 0xc7, 0xf0,  // rdrand %rax
                                 0xc3};                   // ret
   const uint64_t base = 0x400000;
-  CodeReader reader = [&](uint64_t addr, std::span<uint8_t> out) -> size_t {
-    if (addr < base || addr >= base + bytes.size()) return 0;
-    size_t n = std::min<size_t>(out.size(), base + bytes.size() - addr);
-    std::memcpy(out.data(), bytes.data() + (addr - base), n);
-    return n;
-  };
-  BlockCache cache(reader);
+  BlockCache cache(code_at(bytes, base));
   auto plain = cache.block_at(base);
   REQUIRE(plain.ok());
   CHECK(plain->end.kind == FlowKind::Return);
@@ -200,13 +204,7 @@ TEST_CASE("decoder: rdtsc and rdtscp end a block when asked (hosts that ignore P
                                 0x0f, 0x01, 0xf9,  // rdtscp
                                 0xc3};             // ret
   const uint64_t base = 0x400000;
-  CodeReader reader = [&](uint64_t addr, std::span<uint8_t> out) -> size_t {
-    if (addr < base || addr >= base + bytes.size()) return 0;
-    size_t n = std::min<size_t>(out.size(), base + bytes.size() - addr);
-    std::memcpy(out.data(), bytes.data() + (addr - base), n);
-    return n;
-  };
-  BlockCache cache(reader);
+  BlockCache cache(code_at(bytes, base));
   auto plain = cache.block_at(base);
   REQUIRE(plain.ok());
   CHECK(plain->end.kind == FlowKind::Return);
