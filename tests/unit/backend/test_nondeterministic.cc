@@ -24,6 +24,15 @@ std::optional<NondeterministicInsn> decode(std::vector<uint8_t> bytes) {
   return nondeterministic_insn(bytes);
 }
 
+// The block at `start` ends at a Trap of `len` bytes at `at` (a stop before that instruction).
+void check_trap_end(BlockCache& cache, uint64_t start, uint64_t at, uint8_t len) {
+  auto b = cache.block_at(start);
+  REQUIRE(b.ok());
+  CHECK(b->end.addr == at);
+  CHECK(b->end.kind == FlowKind::Trap);
+  CHECK(b->end.len == len);
+}
+
 // Reads `bytes` as code at `base` (nothing elsewhere).
 CodeReader code_at(const std::vector<uint8_t>& bytes, uint64_t base) {
   return [&bytes, base](uint64_t addr, std::span<uint8_t> out) -> size_t {
@@ -180,16 +189,8 @@ TEST_CASE("decoder: nondeterministic instructions end a block only when asked", 
   CHECK_FALSE(one->second);
 
   cache.set_stop_at_nondeterministic(true);
-  auto b = cache.block_at(base);
-  REQUIRE(b.ok());
-  CHECK(b->end.addr == base + 3);
-  CHECK(b->end.kind == FlowKind::Trap);
-  CHECK(b->end.len == 2);
-  auto next = cache.block_at(base + 5);
-  REQUIRE(next.ok());
-  CHECK(next->end.addr == base + 5);
-  CHECK(next->end.kind == FlowKind::Trap);
-  CHECK(next->end.len == 4);
+  check_trap_end(cache, base, base + 3, 2);
+  check_trap_end(cache, base + 5, base + 5, 4);
   auto insn = cache.insn_at(base + 5);
   REQUIRE(insn.ok());
   REQUIRE(insn->second);
@@ -209,16 +210,8 @@ TEST_CASE("decoder: rdtsc and rdtscp end a block when asked (hosts that ignore P
   REQUIRE(plain.ok());
   CHECK(plain->end.kind == FlowKind::Return);
   cache.set_stop_at_nondeterministic(true);
-  auto b = cache.block_at(base);
-  REQUIRE(b.ok());
-  CHECK(b->end.addr == base);
-  CHECK(b->end.kind == FlowKind::Trap);
-  CHECK(b->end.len == 2);
-  auto p = cache.block_at(base + 2);
-  REQUIRE(p.ok());
-  CHECK(p->end.addr == base + 2);
-  CHECK(p->end.kind == FlowKind::Trap);
-  CHECK(p->end.len == 3);
+  check_trap_end(cache, base, base, 2);
+  check_trap_end(cache, base + 2, base + 2, 3);
 }
 
 TEST_CASE("nondeterministic instructions: agree with capstone on random prefixed 0f c7 / 0f a2", "[nondet]") {
