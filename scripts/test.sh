@@ -17,7 +17,7 @@
 #   UNIT_TIMEOUT, INTEGRATION_TIMEOUT, GDB_TESTSUITE_TIMEOUT, FUZZ_TIMEOUT, KMOD_TIMEOUT,
 #   BUILD_TIMEOUT      per-stage wall-clock limits in seconds (a whole run takes 16-20
 #                      minutes on the 2-core Intel VMs, about 40 on an AMD EPYC guest whose
-#                      ptrace stops are slow; the limits leave room for the latter)
+#                      page faults and process starts are slow; the limits leave room for it)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k gdb -x")
 #   INTEGRATION_JOBS   integration tests run at once (default: the CPUs, at most 4; 1: in turn)
 #   GDB_TESTSUITE_OPTIONAL=1  report GDB's testsuite stage as skipped, not failed, when the
@@ -141,8 +141,8 @@ if [[ $build_ok == 1 ]]; then
     skip_stage "gdb testsuite" "--quick"
   elif [[ -f tests/gdb-testsuite/run.sh ]]; then
     # Its own deadline comes first, so that a slow run still reports which lines it lost.
-    # About 4-5 minutes on the Intel VMs; 15 on an AMD EPYC guest whose ptrace stops cost
-    # several times more (docs/compatibility.md, "The test.sh stage").
+    # About 4-5 minutes on the Intel VMs; 15-16 on an AMD EPYC guest whose page faults and
+    # process starts cost 3-5 times more (docs/compatibility.md, "The test.sh stage").
     gts_timeout=${GDB_TESTSUITE_TIMEOUT:-1500}
     BRANCHSTUB_BUILD=$build_dir GDB_TESTSUITE_DEADLINE=${GDB_TESTSUITE_DEADLINE:-$((gts_timeout - 90))} \
       run_stage "gdb testsuite (gdb.server, gdb.btrace, gdb.multi, gdb.reverse, gdb.trace)" "$gts_timeout" bash tests/gdb-testsuite/run.sh
