@@ -15,7 +15,7 @@
 #   BUILD_DIR          build directory (default: build)
 #   FUZZ_SECONDS       length of the fuzz smoke run (default: 60)
 #   UNIT_TIMEOUT, INTEGRATION_TIMEOUT, GDB_TESTSUITE_TIMEOUT, FUZZ_TIMEOUT, KMOD_TIMEOUT,
-#   BUILD_TIMEOUT      per-stage wall-clock limits in seconds (a whole run takes 16-20
+#   BUILD_TIMEOUT      per-stage wall-clock limits in seconds (a whole run takes 16-32
 #                      minutes on the 2-core Intel VMs, about 40 on an AMD EPYC guest whose
 #                      page faults and process starts are slow; the limits leave room for it)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k gdb -x")
