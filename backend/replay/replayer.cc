@@ -435,7 +435,6 @@ SyscallInterceptor::Verdict Replayer::syscall_exit(pid_t tid) {
   return {};
 }
 
-// The recorded result, where the recording had the same instruction at the same place.
 // The recorded rdtsc (nr 0) or rdtscp (nr 1) result, the thread moved past the instruction.
 void Replayer::give_tsc(const TraceEvent& e, user_regs_struct& regs) {
   regs.rax = e.args[0];
@@ -444,6 +443,8 @@ void Replayer::give_tsc(const TraceEvent& e, user_regs_struct& regs) {
   regs.rip += e.nr == 1 ? 3 : 2;
 }
 
+// The recorded result, where the recording had the same instruction at the same place (an
+// rdtsc met before it runs, where the hypervisor ignores PR_SET_TSC, as if trapped).
 SyscallInterceptor::InstructionVerdict Replayer::take_instruction(pid_t tid, const NondeterministicInsn& insn) {
   if (diverted_) return {};  // the client's own calls run on this CPU
   if (!diverged_.empty())
@@ -452,24 +453,22 @@ SyscallInterceptor::InstructionVerdict Replayer::take_instruction(pid_t tid, con
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) return {};
   const TraceEvent* e = next();
   std::string seen = fmt::format("{} at pc {:#x}, branch {}", kind_name(insn.kind), regs.rip, counter_.count(pid_));
-  if (is_tsc(insn)) {  // met before it runs where the hypervisor ignores PR_SET_TSC: as if trapped
-    bool rdtscp = insn.kind == NondeterministicInsn::Kind::Rdtscp;
-    if (!e || e->kind != EventKind::Rdtsc || e->nr != (rdtscp ? 1 : 0) || e->pc != regs.rip)
-      return {false, true, divergence(fmt::format("expected {}, saw {}", e ? describe(*e) : "nothing more", seen))};
-    if (auto bad = count_mismatch(*e); !bad.empty()) return {false, true, divergence(bad)};
-    give_tsc(*e, regs);
-    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return {};
-    ++cursor_;
-    return {true, false, {}};
-  }
-  if (!e || e->kind != EventKind::Instruction || e->nr != static_cast<int64_t>(insn.kind) || e->pc != regs.rip)
+  bool tsc = is_tsc(insn);
+  EventKind kind = tsc ? EventKind::Rdtsc : EventKind::Instruction;
+  int64_t nr = tsc ? int64_t{insn.kind == NondeterministicInsn::Kind::Rdtscp} : static_cast<int64_t>(insn.kind);
+  if (!e || e->kind != kind || e->nr != nr || e->pc != regs.rip)
     return {false, true, divergence(fmt::format("expected {}, saw {}", e ? describe(*e) : "nothing more", seen))};
   if (auto bad = count_mismatch(*e); !bad.empty()) return {false, true, divergence(bad)};
-  if (uint64_t in = input_of(insn, regs); in != e->args[4])
-    return {false, true, divergence(fmt::format("{}: expected input {:#x}, saw {:#x}", describe(*e), e->args[4], in))};
-  NondeterministicResult result;
-  std::copy(e->args, e->args + 4, result.value);
-  apply_result(insn, result, regs);
+  if (tsc) {
+    give_tsc(*e, regs);
+  } else {
+    if (uint64_t in = input_of(insn, regs); in != e->args[4])
+      return {false, true,
+              divergence(fmt::format("{}: expected input {:#x}, saw {:#x}", describe(*e), e->args[4], in))};
+    NondeterministicResult result;
+    std::copy(e->args, e->args + 4, result.value);
+    apply_result(insn, result, regs);
+  }
   if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) return {};
   ++cursor_;
   return {true, false, {}};

@@ -22,6 +22,11 @@ struct NondeterministicInsn {
   uint8_t size = 0;   // its operand size in bytes: 2, 4 or 8 (rdpid: 8)
 };
 
+// rdtsc or rdtscp: recorded and replayed as `rdtsc` events (what PR_SET_TSC's trap gives too).
+inline bool is_tsc(const NondeterministicInsn& insn) {
+  return insn.kind == NondeterministicInsn::Kind::Rdtsc || insn.kind == NondeterministicInsn::Kind::Rdtscp;
+}
+
 // The instruction at the start of `code`, when it is one of the above (prefixes and REX
 // included in len); nullopt for anything else (cmpxchg8b/16b share 0f c7 with a memory operand).
 std::optional<NondeterministicInsn> nondeterministic_insn(std::span<const uint8_t> code);
@@ -45,9 +50,6 @@ void apply_result(const NondeterministicInsn& insn, const NondeterministicResult
 
 // What the instruction read, to check a replay against its recording: cpuid's leaf and
 // subleaf (eax | ecx << 32); rdtsc, rdtscp: 0; for the others the destination (reg | size << 8).
-inline bool is_tsc(const NondeterministicInsn& insn) {
-  return insn.kind == NondeterministicInsn::Kind::Rdtsc || insn.kind == NondeterministicInsn::Kind::Rdtscp;
-}
 uint64_t input_of(const NondeterministicInsn& insn, const user_regs_struct& regs);
 
 const char* kind_name(NondeterministicInsn::Kind kind);
