@@ -48,13 +48,19 @@ std::string HostIo::resolve(const std::string& given) const {
   if (os_pid_ && path.rfind("/proc/", 0) == 0) path = os_proc_path(path);
   // A process's filesystem view; the same as ours unless it lives in another mount namespace.
   if (fs_pid_ == 0 || path.empty() || path[0] != '/') return path;
-  return "/proc/" + std::to_string(fs_pid_) + "/root" + path;
+  return "/proc/" + std::to_string(os_pid(fs_pid_)) + "/root" + path;
 }
 
+int HostIo::os_pid(int client_pid) const {
+  int os = client_pid > 0 && os_pid_ ? os_pid_(client_pid) : 0;
+  return os > 0 ? os : client_pid;
+}
+
+// The client's pid is kept, not the system's: a replay that goes back to its start runs in a
+// new process under the same client pid.
 protocol::Reply HostIo::setfs(int pid) {
   if (pid < 0) return reply::FileError{EINVAL};
-  if (pid > 0 && os_pid_ && os_pid_(pid) > 0) pid = os_pid_(pid);
-  if (pid != 0 && ::access(("/proc/" + std::to_string(pid) + "/root").c_str(), F_OK) != 0)
+  if (pid != 0 && ::access(("/proc/" + std::to_string(os_pid(pid)) + "/root").c_str(), F_OK) != 0)
     return reply::FileError{errno};
   fs_pid_ = pid;
   return reply::FileResult{0};

@@ -37,9 +37,10 @@ class HostIo {
  private:
   std::string resolve(const std::string& path) const;  // applies setfs (a process's root)
   std::string os_proc_path(const std::string& path) const;
+  int os_pid(int client_pid) const;  // the system's pid now (client_pid where none is known)
   std::map<int, int> fds_;  // client fd -> host fd
   int next_fd_ = 3;
-  int fs_pid_ = 0;
+  int fs_pid_ = 0;  // vFile:setfs's process, as the client names it (0: the server's view)
   std::function<int(int)> os_pid_;
   bool allow_writes_ = true;
 };

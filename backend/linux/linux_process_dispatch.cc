@@ -333,7 +333,11 @@ uint64_t LinuxProcess::branch_budget(pid_t tid) {
 
 void LinuxProcess::sync_interceptor_watch() {
   uint64_t want = interceptor_ ? interceptor_->watch_pc() : 0;
-  if (want && stepper_.patch_counting(pid_) && interceptor_->branches_before_watch(pid_) > kWatchMargin) want = 0;
+  // Checked steps (emulated watchpoints) count each branch at a stop of their own and no
+  // ring's budget stops the thread: the int3 goes in at once.
+  if (want && !watch_stepping() && stepper_.patch_counting(pid_) &&
+      interceptor_->branches_before_watch(pid_) > kWatchMargin)
+    want = 0;
   if (want == interceptor_watch_) return;
   if (interceptor_watch_) (void)breakpoints_.remove(mem_, interceptor_watch_, BreakpointOwner::Internal);
   interceptor_watch_ = 0;

@@ -185,6 +185,8 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     // A continue becomes checked single steps; a traced thread records each step's branch.
     stepper_.arm(t, 0);
     set_mode(t, run::WatchStep{});
+    // Replay's watch int3, held back for the ring's budget, is due now (sync_interceptor_watch).
+    if (interceptor_) sync_interceptor_watch();
   }
   auto* sb = std::get_if<run::StepBranch>(&t.mode);
   bool block = sb && sb->singleblock && !t.overlaid();

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -86,4 +87,25 @@ TEST_CASE("host io: /proc/PID paths of a process the client knows by another pid
   CHECK(std::holds_alternative<protocol::reply::FileResult>(other));
   auto missing = io.open("/proc/999998/status", 0, 0);
   CHECK(std::holds_alternative<protocol::reply::FileError>(missing));
+}
+
+TEST_CASE("host io: vFile:setfs follows the client's pid to the process that has it now (a replay restarted)") {
+  HostIo io;
+  const int self = static_cast<int>(::getpid());
+  const int recorded = 999999;  // the client's pid of the replay
+  int now = self;               // the system's pid behind it, until the replay starts again
+  io.set_os_pid([&](int pid) { return pid == recorded ? now : 0; });
+  REQUIRE(std::holds_alternative<protocol::reply::FileResult>(io.setfs(recorded)));
+  auto first = io.open("/proc/self/status", 0, 0);
+  CHECK(std::holds_alternative<protocol::reply::FileResult>(first));
+  // The replay went back to its start: a new process, gone the old one (here: no such pid).
+  now = 999998;
+  auto gone = io.open("/proc/self/status", 0, 0);
+  auto* err = std::get_if<protocol::reply::FileError>(&gone);
+  REQUIRE(err);
+  CHECK(err->host_errno == ENOENT);
+  now = self;  // and a live one again: paths resolve through it, not through the pid setfs saw
+  CHECK(std::holds_alternative<protocol::reply::FileResult>(io.open("/proc/self/status", 0, 0)));
+  // An unknown pid is refused at setfs, as before.
+  CHECK(std::holds_alternative<protocol::reply::FileError>(io.setfs(999997)));
 }
