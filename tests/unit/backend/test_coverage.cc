@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "backend/host/elf_file.h"
 #include "backend/coverage/graphs.h"
 #include "backend/coverage/lcov.h"
+#include "tests/unit/temp_dir.h"
 
 using namespace backend;
 
@@ -275,21 +277,29 @@ TEST_CASE("coverage: flame graph boxes: one per call path, widths by instruction
 }
 
 namespace {
-// A two-file program (an inline function from a header) compiled with -gdwarf-N.
-std::string compile_program(int dwarf) {
-  std::string dir = fmt::format("/tmp/bs-dwarf-{}-{}", getpid(), dwarf);
-  run("mkdir -p " + dir);
+// A two-file program (an inline function from a header) compiled with -gdwarf-N, in a
+// directory of its own that goes with it.
+struct Program {
+  testutil::TempDir dir{"bs-dwarf"};
+  std::string path;
+};
+std::unique_ptr<Program> compile_program(int dwarf) {
+  auto p = std::make_unique<Program>();
+  std::string dir = p->dir.str();
+  REQUIRE_FALSE(dir.empty());
   std::ofstream(dir + "/h.h") << "static inline int twice(int v)\n{\n  return v * 2;\n}\n";
   std::ofstream(dir + "/m.c") << "#include \"h.h\"\nint g;\nint f(int x)\n{\n  if (x > 3)\n    g = twice(x);\n"
                                  "  return g;\n}\nint main(void)\n{\n  return f(5);\n}\n";
   run(fmt::format("cd {} && cc -g -gdwarf-{} -O0 -no-pie -Wl,--build-id -o prog m.c 2>&1", dir, dwarf));
-  return dir + "/prog";
+  p->path = dir + "/prog";
+  return p;
 }
 }  // namespace
 
 TEST_CASE("coverage: DWARF 4 and 5 line tables equal objdump's decoded lines") {
   for (int dwarf : {4, 5}) {
-    std::string prog = compile_program(dwarf);
+    auto program = compile_program(dwarf);
+    const std::string& prog = program->path;
     auto elf = ElfFile::open(prog);
     REQUIRE(elf);
     LineTable table = read_line_table(*elf);
@@ -318,7 +328,8 @@ TEST_CASE("coverage: DWARF 4 and 5 line tables equal objdump's decoded lines") {
 }
 
 TEST_CASE("coverage: ElfFile's sections and symbol walks are readelf's") {
-  std::string prog = compile_program(5);
+  auto program = compile_program(5);
+  const std::string& prog = program->path;
   auto elf = ElfFile::open(prog);
   REQUIRE(elf);
   CHECK(elf->type() == ET_EXEC);  // -no-pie
@@ -357,7 +368,8 @@ TEST_CASE("coverage: ElfFile's sections and symbol walks are readelf's") {
 }
 
 TEST_CASE("coverage: the build id is readelf's, lcov maps covered blocks to lines") {
-  std::string prog = compile_program(5);
+  auto program = compile_program(5);
+  const std::string& prog = program->path;
   auto elf = ElfFile::open(prog);
   REQUIRE(elf);
   std::smatch m;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/btrace/patch/plan_cache.h"
+#include "tests/unit/temp_dir.h"
 
 using backend::patch::encode_plan;
 using backend::patch::ModulePlan;
@@ -29,13 +30,8 @@ ModulePlan sample() {
   return p;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/bs-plan-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : testutil::TempDir {
+  TempDir() : testutil::TempDir("bs-plan") {}
 };
 
 }  // namespace
