@@ -376,8 +376,11 @@ void LinuxProcess::handle_internal_int3(LinuxThread& t, uint64_t addr) {
   if (t.overlaid()) return report(t, make_event(StopKind::Breakpoint, t.tid, SIGTRAP));
   if (t.in<run::WatchStep>()) {
     if (t.armed == addr) {  // the end of a run ahead: that instruction is checked next
-      stepper_.arm(t, 0);
-      if (!stopping() && !watch_emulate_flow(t, addr)) resume_thread(t, 0);
+      // The int3 stays while the branch there is emulated: a loop's next run ahead ends at
+      // the same place (two memory writes a turn fewer). A step of it disarms first
+      // (prepare_watch_step), as does a reported stop (settle).
+      if (stopping()) return stepper_.arm(t, 0);
+      if (!watch_emulate_flow(t, addr)) resume_thread(t, 0);
       return;
     }
     // Someone else's int3: the instruction under it runs lifted, checked as any step.
