@@ -220,6 +220,10 @@ Result<FlowOutcome> BranchStepper::emulate(LinuxThread& t, const FlowInsn& insn)
   // Only the general registers matter: GETREGS/SETREGS instead of the full register file.
   user_regs_struct gp{};
   if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &gp) != 0) return errno_error("PTRACE_GETREGS");
+  return emulate(t, insn, gp);
+}
+
+Result<FlowOutcome> BranchStepper::emulate(LinuxThread& t, const FlowInsn& insn, user_regs_struct& gp) {
   gprs_to_file(gp, layout_, scratch_regs_);
   MemoryReader reader = [this](uint64_t addr, std::span<uint8_t> out) {
     auto n = memory_.read(addr, out);

@@ -115,6 +115,8 @@ class BranchStepper {
   // that reported a divergence).
   std::optional<FlowOutcome> execute_flow(LinuxThread& t, const FlowInsn& insn);
   Result<FlowOutcome> emulate(LinuxThread& t, const FlowInsn& insn);
+  // The same with t's general registers already read (gp: what they are now; written back).
+  Result<FlowOutcome> emulate(LinuxThread& t, const FlowInsn& insn, user_regs_struct& gp);
   void flow_done(LinuxThread& t, const FlowInsn& insn, const FlowOutcome& outcome);
   void lifted_step_done(LinuxThread& t);
 

@@ -199,6 +199,14 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
   }
   bool single = t.overlaid() || t.in<run::StepOver>() || t.in<run::RangeStep>() || t.in<run::WatchStep>() ||
                 (t.in<run::Normal>() && t.action.kind == ResumeKind::Step) || (sb && watch_stepping());
+  bool run_ahead = false;
+  if (watch_stepping() && !block) {
+    auto how = prepare_watch_step(t, signo);
+    if (how == WatchRun::Gone) return;  // its exit status will tell
+    run_ahead = how == WatchRun::Ahead;
+    single = !run_ahead;
+  }
+  // (After the watch decision: a run ahead is no step, and needs no pc read here.)
   if (single && stepper_.traced(t.tid) && !t.overlaid()) {
     // A client step of a traced thread: remember where it was to record a branch it takes.
     // From a syscall's entry stop a step only finishes the syscall: nothing to record.
@@ -206,13 +214,6 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     t.cursor.step_from = t.in_syscall ? 0 : pc;
     t.cursor.step_into_handler = signo != 0 && signal_is_caught(pid_, signo);
     if (t.cursor.step_into_handler) t.cursor.signal_from = stepper_.insn_before_pc(t, pc).value_or(0);
-  }
-  bool run_ahead = false;
-  if (watch_stepping() && !block) {
-    auto how = prepare_watch_step(t, signo);
-    if (how == WatchRun::Gone) return;  // its exit status will tell
-    run_ahead = how == WatchRun::Ahead;
-    single = !run_ahead;
   }
   // A plain continue stops at syscalls while the client catches them; so does a checked
   // step over a syscall instruction (a single step would run through the syscall unseen).

@@ -57,7 +57,7 @@ bool LinuxProcess::watch_emulate_flow(LinuxThread& t, uint64_t addr) {
   if (!step.exact) return false;
   for (const auto& access : step.accesses)
     if (watch_.touches(access)) return false;
-  auto out = stepper_.emulate(t, *insn->second);
+  auto out = stepper_.emulate(t, *insn->second, gp);
   if (!out) return false;
   stepper_.flow_done(t, *insn->second, *out);
   resume_thread(t, 0);
