@@ -33,6 +33,13 @@ void check_trap_end(BlockCache& cache, uint64_t start, uint64_t at, uint8_t len)
   CHECK(b->end.len == len);
 }
 
+// The block at `start` runs to the `ret` (nothing stops it before).
+void check_return_end(BlockCache& cache, uint64_t start) {
+  auto b = cache.block_at(start);
+  REQUIRE(b.ok());
+  CHECK(b->end.kind == FlowKind::Return);
+}
+
 // Reads `bytes` as code at `base` (nothing elsewhere).
 CodeReader code_at(const std::vector<uint8_t>& bytes, uint64_t base) {
   return [&bytes, base](uint64_t addr, std::span<uint8_t> out) -> size_t {
@@ -181,9 +188,7 @@ TEST_CASE("decoder: nondeterministic instructions end a block only when asked", 
                                 0xc3};                   // ret
   const uint64_t base = 0x400000;
   BlockCache cache(code_at(bytes, base));
-  auto plain = cache.block_at(base);
-  REQUIRE(plain.ok());
-  CHECK(plain->end.kind == FlowKind::Return);
+  check_return_end(cache, base);
   auto one = cache.insn_at(base + 3);
   REQUIRE(one.ok());
   CHECK_FALSE(one->second);
@@ -195,9 +200,7 @@ TEST_CASE("decoder: nondeterministic instructions end a block only when asked", 
   REQUIRE(insn.ok());
   REQUIRE(insn->second);
   CHECK(insn->second->kind == FlowKind::Trap);
-  auto after = cache.block_at(base + 9);
-  REQUIRE(after.ok());
-  CHECK(after->end.kind == FlowKind::Return);
+  check_return_end(cache, base + 9);
 }
 
 TEST_CASE("decoder: rdtsc and rdtscp end a block when asked (hosts that ignore PR_SET_TSC)", "[decoder][nondet]") {
@@ -206,9 +209,7 @@ TEST_CASE("decoder: rdtsc and rdtscp end a block when asked (hosts that ignore P
                                 0xc3};             // ret
   const uint64_t base = 0x400000;
   BlockCache cache(code_at(bytes, base));
-  auto plain = cache.block_at(base);
-  REQUIRE(plain.ok());
-  CHECK(plain->end.kind == FlowKind::Return);
+  check_return_end(cache, base);
   cache.set_stop_at_nondeterministic(true);
   check_trap_end(cache, base, base, 2);
   check_trap_end(cache, base + 2, base + 2, 3);
