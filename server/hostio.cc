@@ -34,8 +34,7 @@ std::string HostIo::os_proc_path(const std::string& path) const {
     size_t end = std::min(path.find('/', at + len), path.size());
     std::string number = path.substr(at + len, end - at - len);
     if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) break;
-    int os = os_pid_(std::stoi(number));
-    out += word + std::to_string(os > 0 ? os : std::stoi(number));
+    out += word + std::to_string(os_pid(std::stoi(number)));
     at = end;
   }
   return out.empty() ? path : out + path.substr(at);
