@@ -14,6 +14,7 @@ struct MemoryRegion {
   std::string name;   // path or [heap]/[stack]/[vdso]...
   uint64_t offset = 0;  // file offset of `start` (the maps file's third column); 0 if unknown
   uint64_t inode = 0;   // the mapped file's inode (the fifth column); 0 if none
+  bool shared = false;  // MAP_SHARED ('s' in the fourth column)
 };
 
 // lmid: the r_debug of the library's link-map namespace (gdbserver's lmid attribute).

@@ -120,6 +120,9 @@ struct ProcessSettings {
   // not trap: Z1 becomes an int3 reported as a hardware breakpoint, Z2/Z3/Z4 are checked on
   // every instruction of the threads that run while one is set. Same four slots as hardware.
   bool watch_emulation = false;
+  // In a replay, emulated watchpoints protect the watched pages instead of stepping the
+  // program (backend/points/page_watch.h); off: checked steps everywhere (--watchpoints=steps).
+  bool page_watch = true;
   // stepbranch with PTRACE_SINGLEBLOCK: only where the server's probe saw BTF work.
   bool singleblock = false;
   // A single step over cpuid stops right after it (the server's probe). Where it does not (the

@@ -181,7 +181,7 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
   app.add_option("--busy-poll", options.busy_poll_us)->check(CLI::Range(0u, 100000u));
   app.add_option("--plan-cache", options.plan_cache);
   app.add_flag("--synthesize-pt", options.synthesize_pt);
-  app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software"}));
+  app.add_option("--watchpoints", options.watchpoints)->check(CLI::IsMember({"auto", "hardware", "software", "steps"}));
   app.add_option("--coverage", options.coverage_file);
   app.add_option("--coverage-format", options.coverage_format)->check(CLI::IsMember({"drcov", "drcov3", "lcov"}));
 
@@ -213,10 +213,12 @@ std::variant<ServerOptions, EarlyExit> parse_command_line(int argc, const char* 
                                     "                        (and plain `record btrace`, which asks for PT first)\n"
                                     "                        from the software history as a PT stream: GDB decodes\n"
                                     "                        long histories several times faster than as BTS\n"
-                                    "  --watchpoints=auto|hardware|software\n"
+                                    "  --watchpoints=auto|hardware|software|steps\n"
                                     "                        hbreak/watch/rwatch/awatch with the debug registers\n"
                                     "                        or emulated by single-stepping (auto: hardware where\n"
-                                    "                        the probe sees debug-register traps)\n"
+                                    "                        the probe sees debug-register traps); a replay's\n"
+                                    "                        emulated watchpoints protect the watched pages\n"
+                                    "                        instead (steps: never)\n"
                                     "  --busy-poll=USEC      poll this long after each event before sleeping\n"
                                     "                        (default 200; 0 = never; never on one CPU)\n"
                                     "  --probe               print what branch-trace hardware works here\n"

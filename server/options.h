@@ -42,7 +42,7 @@ struct ServerOptions {
   bool allow_file_writes = true;  // vFile writes and unlinks, as gdbserver; --no-file-writes
   bool probe = false;
   std::string btrace_source = "auto";  // auto | bts | lbr | soft | patch
-  std::string watchpoints = "auto";    // auto | hardware | software (see backend/points/watch_emulator.h)
+  std::string watchpoints = "auto";    // auto | hardware | software | steps (see backend/points/watch_emulator.h)
   unsigned busy_poll_us = 200;          // keep polling this long after each event; 0: never
   // --plan-cache=DIR|off: where the block-patching source keeps what it explored between runs
   // (backend/btrace/patch/plan_cache.h); unset: the user's cache directory.

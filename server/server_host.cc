@@ -46,7 +46,7 @@ const backend::CpuidStepProbe& Server::cpuid_step() {
 }
 
 bool Server::watch_emulation() {
-  if (options_.watchpoints == "software") return true;
+  if (options_.watchpoints == "software" || options_.watchpoints == "steps") return true;
   if (options_.watchpoints == "hardware") return false;
   if (!debug_register_probe_) {
     debug_register_probe_ = backend::probe_debug_registers();
@@ -120,6 +120,7 @@ backend::ProcessSettings Server::process_settings() {
   backend::ProcessSettings settings;
   settings.trace_source = btrace_source();
   settings.watch_emulation = watch_emulation();
+  settings.page_watch = options_.watchpoints != "steps";
   settings.trace_setup = trace_setup();
   // PTRACE_SINGLEBLOCK only where the block-step probe (run once per server) saw BTF work, or
   // where the test build forces it (hooks).

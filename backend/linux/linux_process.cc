@@ -201,6 +201,8 @@ Result<void> LinuxProcess::detach() {
   stop_all_sync();
   if (!alive_) return {};
   settle_fast_sites();     // no thread in a pad, no jump to one
+  if (page_.armed)         // the program goes on with its own page protection
+    if (LinuxThread* t = find(pid_); t && set_page_protection(*t, *page_.armed, false)) page_.armed.reset();
   release_patches(true);  // the program goes on with its own code and no areas of ours
   breakpoints_.restore_all(mem_);
   tracepoint_sites_.clear();

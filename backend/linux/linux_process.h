@@ -58,6 +58,7 @@
 #include "backend/ptrace/proc_memory.h"
 #include "backend/process.h"
 #include "backend/points/watch_emulator.h"
+#include "backend/points/page_watch.h"
 
 namespace backend {
 
@@ -211,7 +212,10 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   uint64_t pc(pid_t tid) const override { return get_pc(tid); }
   bool lifted_elsewhere(const LinuxThread& t, uint64_t addr) const override;
   bool run_syscall_displaced(LinuxThread& t, const FlowInsn& insn) override;
-  bool watch_stepping() const override { return settings_.watch_emulation && watch_.active(); }
+  // Emulated watchpoints step the program, unless protected pages watch for them (page_).
+  bool watch_stepping() const override {
+    return settings_.watch_emulation && watch_.active() && !page_.armed && !page_.held_open;
+  }
   bool hw_breakpoint_at(uint64_t addr) const override { return debug_.contains(HwKind::Execute, addr); }
   bool non_stop_mode() const override { return non_stop_; }
   bool exact_stop_at(uint64_t addr) const override { return interceptor_watch_ && addr == interceptor_watch_; }
@@ -348,6 +352,33 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   WatchRun prepare_watch_step(LinuxThread& t, int signo);
   bool watch_emulate_flow(LinuxThread& t, uint64_t addr);
 
+  // ---- emulated watchpoints by page protection, in replays (linux_process_page_watch.cc) ----
+  struct PageWatch {
+    std::optional<PageProtection> armed;  // protected now
+    bool held_open = false;  // opened for a system call the kernel runs, from its entry to its exit
+    std::vector<WatchedRange> planned_for;  // the ranges `plan` is for
+    std::optional<Result<PageProtection>> plan;  // what to protect, or why nothing
+    bool maps_stale = true;  // plan again: the mappings may have changed
+    std::string refused;     // given up in this image, and why
+    uint64_t faults = 0, opened_for_syscalls = 0;
+    // A page written every few branches costs a fault each (~300 us) where checked steps cost
+    // ~45 us a straight-line run: after kHotFaults faults in a row that came within a few
+    // branches (the ring's head barely moved since the page was protected), the next
+    // `cool_steps` resumes are checked steps; the stretch doubles while the page stays hot.
+    uint64_t head_at_arm = 0;
+    int hot_faults = 0;
+    uint64_t cool_steps = 0, cooldown = 0, cooldowns = 0;
+  };
+  bool page_watch_wanted(const LinuxThread& t, bool continuing) const;
+  // Protects or opens the pages to match what t's next run wants (false: t is gone).
+  bool sync_page_watch(LinuxThread& t, bool continuing);
+  bool set_page_protection(LinuxThread& t, const PageProtection& p, bool protect);
+  // A SIGSEGV stop of t: true when it was an access to the protected pages, now dealt with.
+  bool page_fault(LinuxThread& t);
+  // An entry stop of a call the kernel will run: the pages opened if it may touch them.
+  void page_watch_syscall_entry(LinuxThread& t);
+  void restore_pages_into(pid_t child, const ProcMemory& mem) const;
+
   pid_t pid_ = 0;
   bool attached_ = false;
   bool alive_ = true;
@@ -414,6 +445,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   BranchStepper stepper_;
   WatchEmulator watch_;
   WatchEmulator::Reader watch_reader_;  // memory as the program sees it (shadows removed)
+  PageWatch page_;
   CodeBytesReader code_reader_;          // the same, for code
   bool wants_poll_ = false;
   std::chrono::steady_clock::time_point next_zombie_check_{};

@@ -82,6 +82,7 @@ void LinuxProcess::handle_exec() {
   LinuxThread& leader = threads_.emplace(pid_, LinuxThread{pid_}).first->second;
   leader.resumed = non_stop_;
   breakpoints_.clear();
+  page_ = PageWatch{};        // the protected pages went with the old image
   tracepoint_sites_.clear();  // the new image's code: sites go in again if it has them
   forget_fast_sites();
   conditions_.clear();
@@ -167,6 +168,7 @@ Result<pid_t> LinuxProcess::fork_stopped() {
   ProcMemory child_mem(child);
   put_back(child, child_mem);
   breakpoints_.restore_into(child_mem);
+  restore_pages_into(child, child_mem);
   stepper_.patch_restore_into(child_mem);
   restore_fast_sites_into(child_mem);
   DebugRegisters::clear_thread(child);

@@ -147,6 +147,8 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) return handle_exit(*t, status);
   if (!WIFSTOPPED(status)) return;
   t->running = false;
+  // An access to the pages protected for emulated watchpoints (replays): checked here.
+  if (page_.armed && WSTOPSIG(status) == SIGSEGV && (status >> 16) == 0 && page_fault(*t)) return;
   // Block patching's own stop (a full ring, a stub's miss). A system-call stop's drains wait
   // for handle_syscall_stop(), which resumes most of them at once; replay's never wait.
   if (stepper_.patch_stop(*t, status, !interceptor_)) return;

@@ -160,6 +160,9 @@ void LinuxProcess::start_deferred() {
   for (auto& [tid, a] : todo) {
     LinuxThread* t = find(tid);
     if (!t) continue;
+    // Pages protected before the engine decides how a traced thread runs (free through the
+    // patches only when no checked steps are due).
+    if (interceptor_ && settings_.watch_emulation && !sync_page_watch(*t, a.kind == ResumeKind::Continue)) continue;
     if (a.kind == ResumeKind::Continue && stepper_.traced(tid)) {
       if (a.signo && signal_is_caught(pid_, a.signo)) stepper_.deliver_traced_signal(*t, a.signo);
       else stepper_.continue_traced(*t, a.signo);
@@ -180,6 +183,16 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
     if (t.stop_requested) return report(t, make_event(StopKind::Signal, t.tid, t.stop_signal));
   }
   if (t.watch_hit) return report(t, watch_event(t.tid, *t.watch_hit));
+  if (interceptor_ && settings_.watch_emulation) {
+    // A replay's emulated watchpoints: the watched pages protected instead of checked steps
+    // where they can be (linux_process_page_watch.cc); a thread that stepped runs free again.
+    if (!sync_page_watch(t, t.action.kind == ResumeKind::Continue)) return;
+    if (page_.armed && t.in<run::WatchStep>()) {
+      stepper_.arm(t, 0);
+      set_mode(t, run::Normal{});
+      if (stepper_.traced(t.tid)) return stepper_.continue_traced(t, signo);
+    }
+  }
   if (watch_stepping() && !t.overlaid() &&
       (t.in<run::Traced>() || (t.in<run::Normal>() && t.action.kind == ResumeKind::Continue))) {
     // A continue becomes checked single steps; a traced thread records each step's branch.

@@ -131,6 +131,7 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
   if (interceptor_ && known) {
     auto verdict = entry ? interceptor_->syscall_entry(t.tid) : interceptor_->syscall_exit(t.tid);
     sync_interceptor_watch();
+    if (entry && !verdict.stop && settings_.watch_emulation && watch_.active()) page_watch_syscall_entry(t);
     if (verdict.stop) {
       console_output_ += verdict.message;
       if (verdict.watch_addr) return report(t, watch_event(t.tid, WatchHit{HwKind::Write, verdict.watch_addr}));

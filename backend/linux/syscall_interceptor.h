@@ -26,6 +26,10 @@ class SyscallInterceptor {
     uint64_t watch_addr = 0;
   };
   virtual Verdict syscall_entry(pid_t tid) = 0;
+  // True while the program's system calls are emulated (a replay on its recorded path): the
+  // kernel then writes nothing of the program's memory but for the calls it runs for real,
+  // which the process sees at their entry stops (emulated watchpoints by page protection).
+  virtual bool syscalls_emulated() const { return false; }
   virtual Verdict syscall_exit(pid_t tid) = 0;
   // The thread's execve loaded a new image: its exec event, before the image's first
   // instruction (the syscall's exit stop may not follow). stop: as above, instead of the exec.

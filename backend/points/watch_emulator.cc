@@ -52,6 +52,13 @@ Result<void> WatchEmulator::remove(HwKind kind, uint64_t addr, uint64_t len) {
   return {};
 }
 
+std::vector<WatchedRange> WatchEmulator::ranges() const {
+  std::vector<WatchedRange> out;
+  out.reserve(regions_.size());
+  for (const auto& r : regions_) out.push_back(WatchedRange{r.kind, r.addr, r.len});
+  return out;
+}
+
 void WatchEmulator::clear() {
   slots_.clear();
   regions_.clear();

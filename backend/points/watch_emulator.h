@@ -24,6 +24,13 @@
 
 namespace backend {
 
+// A client's watched region as the emulator keeps it (Execute slots are not regions).
+struct WatchedRange {
+  HwKind kind = HwKind::Write;
+  uint64_t addr = 0, len = 0;
+  bool operator==(const WatchedRange&) const = default;
+};
+
 struct WatchHit {
   HwKind kind = HwKind::Write;  // the kind of the region that fired (Write, Read or Access)
   uint64_t addr = 0;            // the region's start, as the client inserted it
@@ -49,6 +56,7 @@ class WatchEmulator {
   Result<void> insert(HwKind kind, uint64_t addr, uint64_t len);
   Result<void> remove(HwKind kind, uint64_t addr, uint64_t len);
   bool active() const { return !regions_.empty(); }
+  std::vector<WatchedRange> ranges() const;
   void clear();
 
   // Before a step. `exact_allowed` is false when the step delivers a signal: the instruction at

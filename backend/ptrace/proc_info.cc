@@ -69,6 +69,7 @@ Result<std::vector<MemoryRegion>> read_memory_map(pid_t pid) {
     r.read = perms[0] == 'r';
     r.write = perms[1] == 'w';
     r.exec = perms[2] == 'x';
+    r.shared = perms[3] == 's';
     if (consumed > 0 && static_cast<size_t>(consumed) <= line.size()) r.name = line.substr(static_cast<size_t>(consumed));
     out.push_back(std::move(r));
   }

@@ -69,6 +69,106 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
   return result;
 }
 
+namespace {
+
+// struct ptrace_syscall_info's first byte (<linux/ptrace.h> cannot be included next to glibc's
+// <sys/ptrace.h>): what kind of stop the thread is in (Linux 5.3+).
+constexpr uint8_t kStopEntry = 1, kStopExit = 2;
+
+int syscall_stop_kind(pid_t tid) {
+  uint8_t info[88] = {};
+  long n = ::ptrace(static_cast<__ptrace_request>(0x420e) /* PTRACE_GET_SYSCALL_INFO */, tid,
+                    reinterpret_cast<void*>(sizeof info), info);
+  return n > 0 ? info[0] : 0;
+}
+
+// Resumes tid with PTRACE_SYSCALL until its next system-call stop; other signals are held
+// back in `later`. false: it is gone, or stopped otherwise (an event).
+bool to_next_syscall_stop(pid_t tid, std::vector<int>& later) {
+  for (int tries = 0; tries < 32; ++tries) {
+    if (::ptrace(PTRACE_SYSCALL, tid, nullptr, nullptr) != 0) return false;
+    int status = 0;
+    while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+    if (!WIFSTOPPED(status)) return false;
+    if (WSTOPSIG(status) == (SIGTRAP | 0x80)) return true;
+    if ((status >> 16) != 0) return false;
+    if (WSTOPSIG(status) != SIGTRAP) later.push_back(WSTOPSIG(status));
+  }
+  return false;
+}
+
+bool syscall_insn_before(const ProcMemory& mem, uint64_t pc) {
+  uint8_t code[2] = {};
+  auto n = mem.read(pc - 2, code);
+  return n && *n == 2 && code[0] == 0x0f && code[1] == 0x05;
+}
+
+void set_args(user_regs_struct& regs, const std::array<uint64_t, 6>& args) {
+  regs.rdi = args[0];
+  regs.rsi = args[1];
+  regs.rdx = args[2];
+  regs.r10 = args[3];
+  regs.r8 = args[4];
+  regs.r9 = args[5];
+}
+
+}  // namespace
+
+Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& mem, long nr,
+                                       std::array<uint64_t, 6> args, uint64_t at) {
+  int kind = syscall_stop_kind(tid);
+  if (kind != kStopEntry && kind != kStopExit) return inject_syscall(pid, tid, mem, nr, args, at);
+  user_regs_struct saved{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return errno_error("PTRACE_GETREGS");
+  // An exit stop whose pc is not after a `syscall` (rt_sigreturn went elsewhere) gets one
+  // written at `at` (else the pc) for the time of ours.
+  uint64_t where = saved.rip - 2;
+  uint8_t orig[2] = {};
+  bool written = false;
+  if (!syscall_insn_before(mem, saved.rip)) {
+    static constexpr uint8_t kSyscall[2] = {0x0f, 0x05};
+    where = at ? at : saved.rip;
+    auto got = mem.read(where, orig);
+    if (kind == kStopEntry || !got || *got != 2) return Error{EIO, "no syscall instruction before the pc"};
+    if (auto w = mem.write(where, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the pc"};
+    written = true;
+  }
+  std::vector<int> later;
+  Result<int64_t> result = Error{EIO, "the injected system call did not complete"};
+  user_regs_struct regs = saved;
+  set_args(regs, args);
+  bool ok = false;
+  if (kind == kStopEntry) {
+    // The pending call becomes ours; its exit stop has our result. Then the instruction again:
+    // the program's call comes to its entry stop anew.
+    regs.orig_rax = static_cast<uint64_t>(nr);
+    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0 && to_next_syscall_stop(tid, later)) {
+      user_regs_struct after{};
+      if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) == 0) result = static_cast<int64_t>(after.rax);
+      user_regs_struct again = saved;
+      again.rip -= 2;
+      again.rax = saved.orig_rax;
+      ok = ::ptrace(PTRACE_SETREGS, tid, nullptr, &again) == 0 && to_next_syscall_stop(tid, later) &&
+           syscall_stop_kind(tid) == kStopEntry;
+    }
+  } else {
+    // Back to the instruction with our call's number: its entry stop, its exit stop.
+    regs.rip = where;
+    regs.rax = static_cast<uint64_t>(nr);
+    if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0 && to_next_syscall_stop(tid, later) &&
+        syscall_stop_kind(tid) == kStopEntry && to_next_syscall_stop(tid, later)) {
+      user_regs_struct after{};
+      if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) == 0) result = static_cast<int64_t>(after.rax);
+      ok = true;
+    }
+  }
+  if (written) (void)mem.write(where, orig);
+  ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
+  for (int sig : later) (void)signal_thread(pid, tid, sig);
+  if (!ok) return Error{EIO, "the thread did not come back to its system-call stop"};
+  return result;
+}
+
 std::optional<uint64_t> free_range_near(const std::vector<std::pair<uint64_t, uint64_t>>& used, uint64_t lo,
                                         uint64_t hi, uint64_t size) {
   constexpr uint64_t kPage = 4096;

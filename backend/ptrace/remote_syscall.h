@@ -26,6 +26,16 @@ namespace backend::patch {
 Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
                                uint64_t at = 0);
 
+// As inject_syscall, from any ptrace stop, a system-call stop included (where a single step
+// would only finish the call under way): at an entry stop the pending call is turned into
+// `nr` and, once it is done, the `syscall` instruction is run again (a new entry stop of the
+// same call, registers as they were); at an exit stop the instruction before the pc runs `nr`
+// and the registers are put back (the thread is at an exit stop again, as the caller found
+// it). Elsewhere it is inject_syscall at the pc.
+// `at`: as inject_syscall's, where a `syscall` may be written when none is before the pc.
+Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& mem, long nr,
+                                       std::array<uint64_t, 6> args, uint64_t at = 0);
+
 // A page-aligned free range of `size` bytes between the `used` ranges ([start, end), sorted),
 // such that every byte of it is within rel32 reach (with a margin) of every byte of [lo, hi).
 // Below lo first (the heap grows above a program), nearest first. nullopt if none.

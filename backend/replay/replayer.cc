@@ -80,6 +80,7 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   }
 
   Verdict syscall_entry(pid_t tid) override;
+  bool syscalls_emulated() const override { return diverged_.empty() && !diverted_; }
   Verdict syscall_exit(pid_t tid) override;
   Verdict exec_done(pid_t tid) override;
   bool take_signal(pid_t tid, int signo, std::string* message) override;

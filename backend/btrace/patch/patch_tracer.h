@@ -180,6 +180,15 @@ class PatchTracer {
   const std::string& private_why() const { return private_why_; }  // why the first area is not shared
   const std::string& plan_dir() const { return plan_cache_.dir(); }  // "": no plan cache
   bool installed() const { return installed_; }
+  // Where a system call injected by others may run (a private page of ours; 0: none yet). A
+  // thread's pc may be in a stub area, shared with the server and not writable through ptrace.
+  uint64_t syscall_site() const { return scratch_; }
+  // Where tid's ring is written next: an address that grows with each branch the stubs record
+  // until the ring is drained (0: tid records through no ring now).
+  uint64_t ring_head(pid_t tid) const {
+    auto it = rings_.find(tid);
+    return it != rings_.end() && it->second.gs_set ? head_of(it->second) : 0;
+  }
 
  private:
   struct Region {
