@@ -367,7 +367,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
     // `cool_steps` resumes are checked steps; the stretch doubles while the page stays hot.
     uint64_t head_at_arm = 0;
     int hot_faults = 0;
-    uint64_t cool_steps = 0, cooldown = 0, cooldowns = 0;
+    uint64_t cool_steps = 0, cooldown = 0;
   };
   bool page_watch_wanted(const LinuxThread& t, bool continuing) const;
   // Protects or opens the pages to match what t's next run wants (false: t is gone).
@@ -375,6 +375,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
   bool set_page_protection(LinuxThread& t, const PageProtection& p, bool protect);
   // A SIGSEGV stop of t: true when it was an access to the protected pages, now dealt with.
   bool page_fault(LinuxThread& t);
+  void page_watch_to_steps(LinuxThread& t);
   // An entry stop of a call the kernel will run: the pages opened if it may touch them.
   void page_watch_syscall_entry(LinuxThread& t);
   void restore_pages_into(pid_t child, const ProcMemory& mem) const;

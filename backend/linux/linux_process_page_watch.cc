@@ -116,6 +116,15 @@ void LinuxProcess::page_watch_syscall_entry(LinuxThread& t) {
   page_.maps_stale = true;
 }
 
+// t, stopped on the open pages in the middle of a free run, goes on by checked steps.
+void LinuxProcess::page_watch_to_steps(LinuxThread& t) {
+  stepper_.settle(t);  // out of the stubs, plans committed: checked steps run the program's code
+  set_mode(t, run::Normal{});
+  if (stopping()) return;
+  if (stepper_.traced(t.tid)) stepper_.continue_traced(t, 0);
+  else resume_thread(t, 0);
+}
+
 bool LinuxProcess::page_fault(LinuxThread& t) {
   if (!page_.armed) return false;
   siginfo_t si{};
@@ -139,11 +148,7 @@ bool LinuxProcess::page_fault(LinuxThread& t) {
   if (auto insn = code_cache_.insn_at(get_pc(t.tid)); !insn || insn->second) {
     page_.refused = "a control-flow instruction accesses the watched pages";
     log("process {}: watchpoints by checked steps from here: {}", pid_, page_.refused);
-    stepper_.settle(t);  // out of the stubs, plans committed: checked steps run the program's code
-    set_mode(t, run::Normal{});
-    if (stopping()) return true;
-    if (stepper_.traced(t.tid)) stepper_.continue_traced(t, 0);
-    else resume_thread(t, 0);
+    page_watch_to_steps(t);
     return true;
   }
   std::optional<WatchHit> hit;
@@ -178,14 +183,9 @@ bool LinuxProcess::page_fault(LinuxThread& t) {
     page_.hot_faults = 0;
     page_.cooldown = page_.cooldown ? std::min(page_.cooldown * 2, kLongestCooldown) : kFirstCooldown;
     page_.cool_steps = page_.cooldown;
-    ++page_.cooldowns;
     log("process {}: the watched pages are written every few branches: checked steps for {} stops", pid_,
         page_.cooldown);
-    stepper_.settle(t);  // out of the stubs, plans committed: checked steps run the program's code
-    set_mode(t, run::Normal{});
-    if (stopping()) return true;
-    if (stepper_.traced(t.tid)) stepper_.continue_traced(t, 0);
-    else resume_thread(t, 0);
+    page_watch_to_steps(t);
     return true;
   }
   if (set_page_protection(t, p, true)) {

@@ -13,62 +13,6 @@
 
 namespace backend::patch {
 
-Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
-                               uint64_t at) {
-  user_regs_struct saved{};
-  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return errno_error("PTRACE_GETREGS");
-  const uint64_t where = at ? at : saved.rip;
-  uint8_t orig[2];
-  auto got = mem.read(where, orig);
-  if (!got || *got != 2) return Error{EIO, "cannot read the code at the thread's pc"};
-  static constexpr uint8_t kSyscall[2] = {0x0f, 0x05};
-  if (auto w = mem.write(where, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the thread's pc"};
-  user_regs_struct regs = saved;
-  regs.rip = where;
-  regs.rax = static_cast<uint64_t>(nr);
-  regs.orig_rax = static_cast<uint64_t>(-1);  // no syscall restart for this one
-  regs.rdi = args[0];
-  regs.rsi = args[1];
-  regs.rdx = args[2];
-  regs.r10 = args[3];
-  regs.r8 = args[4];
-  regs.r9 = args[5];
-  std::vector<int> signals;
-  bool stale_trap_dropped = false;
-  Result<int64_t> result = Error{EIO, "the injected system call did not complete"};
-  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0) {
-    for (int tries = 0; tries < 32; ++tries) {
-      if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
-      int status = 0;
-      while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
-      if (!WIFSTOPPED(status)) {
-        result = Error{ESRCH, "the thread exited during an injected system call"};
-        return result;
-      }
-      int sig = WSTOPSIG(status);
-      if (sig == SIGTRAP && (status >> 16) == 0) {
-        user_regs_struct after{};
-        if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) != 0) break;
-        // A SIGTRAP that was pending before the step (the one after execve, when the thread has
-        // not run yet) stops it before anything executed: dropped, as a resume would drop it.
-        // The kernel's return from execve rewrote rax meanwhile: the registers are set again.
-        if (after.rip == where && !stale_trap_dropped) {
-          stale_trap_dropped = true;
-          if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
-          continue;
-        }
-        if (after.rip == where + 2) result = static_cast<int64_t>(after.rax);
-        break;
-      }
-      if (sig != SIGTRAP && sig != (SIGTRAP | 0x80)) signals.push_back(sig);  // suppressed now, queued again below
-    }
-  }
-  (void)mem.write(where, orig);
-  ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
-  for (int sig : signals) (void)signal_thread(pid, tid, sig);
-  return result;
-}
-
 namespace {
 
 // struct ptrace_syscall_info's first byte (<linux/ptrace.h> cannot be included next to glibc's
@@ -113,6 +57,58 @@ void set_args(user_regs_struct& regs, const std::array<uint64_t, 6>& args) {
 }
 
 }  // namespace
+
+Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long nr, std::array<uint64_t, 6> args,
+                               uint64_t at) {
+  user_regs_struct saved{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return errno_error("PTRACE_GETREGS");
+  const uint64_t where = at ? at : saved.rip;
+  uint8_t orig[2];
+  auto got = mem.read(where, orig);
+  if (!got || *got != 2) return Error{EIO, "cannot read the code at the thread's pc"};
+  static constexpr uint8_t kSyscall[2] = {0x0f, 0x05};
+  if (auto w = mem.write(where, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the thread's pc"};
+  user_regs_struct regs = saved;
+  regs.rip = where;
+  regs.rax = static_cast<uint64_t>(nr);
+  regs.orig_rax = static_cast<uint64_t>(-1);  // no syscall restart for this one
+  set_args(regs, args);
+  std::vector<int> signals;
+  bool stale_trap_dropped = false;
+  Result<int64_t> result = Error{EIO, "the injected system call did not complete"};
+  if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0) {
+    for (int tries = 0; tries < 32; ++tries) {
+      if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, nullptr) != 0) break;
+      int status = 0;
+      while (::waitpid(tid, &status, __WALL) < 0 && errno == EINTR) {}
+      if (!WIFSTOPPED(status)) {
+        result = Error{ESRCH, "the thread exited during an injected system call"};
+        return result;
+      }
+      int sig = WSTOPSIG(status);
+      if (sig == SIGTRAP && (status >> 16) == 0) {
+        user_regs_struct after{};
+        if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) != 0) break;
+        // A SIGTRAP that was pending before the step (the one after execve, when the thread has
+        // not run yet) stops it before anything executed: dropped, as a resume would drop it.
+        // The kernel's return from execve rewrote rax meanwhile: the registers are set again.
+        if (after.rip == where && !stale_trap_dropped) {
+          stale_trap_dropped = true;
+          if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0) break;
+          continue;
+        }
+        if (after.rip == where + 2) result = static_cast<int64_t>(after.rax);
+        break;
+      }
+      if (sig != SIGTRAP && sig != (SIGTRAP | 0x80)) signals.push_back(sig);  // suppressed now, queued again below
+    }
+  }
+  (void)mem.write(where, orig);
+  ::ptrace(PTRACE_SETREGS, tid, nullptr, &saved);
+  for (int sig : signals) (void)signal_thread(pid, tid, sig);
+  return result;
+}
+
 
 Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& mem, long nr,
                                        std::array<uint64_t, 6> args, uint64_t at) {
