@@ -414,7 +414,8 @@ std::string format_probe(const ProbeReport& report) {
   out += fmt::format("{:<{}}  {}\n", "stepbranch", width, report.stepbranch_mechanism);
   out += fmt::format("{:<{}}  {}\n", "watchpoints", width,
                      report.watchpoints == "hardware" ? "hardware (debug registers)"
-                                                      : "emulated (single-step, exact accesses; 4 slots as hardware)");
+                                                      : "emulated (single-step, exact accesses; 4 slots as hardware; "
+                                                        "in a replay the watched page is protected instead)");
   return out;
 }
 
