@@ -9,22 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "backend/ptrace/syscall_stop_kind.h"
 #include "backend/ptrace/thread_signal.h"
 
 namespace backend::patch {
 
 namespace {
-
-// struct ptrace_syscall_info's first byte (<linux/ptrace.h> cannot be included next to glibc's
-// <sys/ptrace.h>): what kind of stop the thread is in (Linux 5.3+).
-constexpr uint8_t kStopEntry = 1, kStopExit = 2;
-
-int syscall_stop_kind(pid_t tid) {
-  uint8_t info[88] = {};
-  long n = ::ptrace(static_cast<__ptrace_request>(0x420e) /* PTRACE_GET_SYSCALL_INFO */, tid,
-                    reinterpret_cast<void*>(sizeof info), info);
-  return n > 0 ? info[0] : 0;
-}
 
 // Resumes tid with PTRACE_SYSCALL until its next system-call stop; other signals are held
 // back in `later`. false: it is gone, or stopped otherwise (an event).
@@ -109,11 +99,10 @@ Result<int64_t> inject_syscall(pid_t pid, pid_t tid, const ProcMemory& mem, long
   return result;
 }
 
-
 Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& mem, long nr,
                                        std::array<uint64_t, 6> args, uint64_t at) {
-  int kind = syscall_stop_kind(tid);
-  if (kind != kStopEntry && kind != kStopExit) return inject_syscall(pid, tid, mem, nr, args, at);
+  SyscallStopKind kind = syscall_stop_kind(tid);
+  if (kind == SyscallStopKind::Other) return inject_syscall(pid, tid, mem, nr, args, at);
   user_regs_struct saved{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &saved) != 0) return errno_error("PTRACE_GETREGS");
   // An exit stop whose pc is not after a `syscall` (rt_sigreturn went elsewhere) gets one
@@ -125,7 +114,7 @@ Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& m
     static constexpr uint8_t kSyscall[2] = {0x0f, 0x05};
     where = at ? at : saved.rip;
     auto got = mem.read(where, orig);
-    if (kind == kStopEntry || !got || *got != 2) return Error{EIO, "no syscall instruction before the pc"};
+    if (kind == SyscallStopKind::Entry || !got || *got != 2) return Error{EIO, "no syscall instruction before the pc"};
     if (auto w = mem.write(where, kSyscall); !w || *w != 2) return Error{EIO, "cannot write the code at the pc"};
     written = true;
   }
@@ -134,7 +123,7 @@ Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& m
   user_regs_struct regs = saved;
   set_args(regs, args);
   bool ok = false;
-  if (kind == kStopEntry) {
+  if (kind == SyscallStopKind::Entry) {
     // The pending call becomes ours; its exit stop has our result. Then the instruction again:
     // the program's call comes to its entry stop anew.
     regs.orig_rax = static_cast<uint64_t>(nr);
@@ -145,14 +134,14 @@ Result<int64_t> inject_syscall_at_stop(pid_t pid, pid_t tid, const ProcMemory& m
       again.rip -= 2;
       again.rax = saved.orig_rax;
       ok = ::ptrace(PTRACE_SETREGS, tid, nullptr, &again) == 0 && to_next_syscall_stop(tid, later) &&
-           syscall_stop_kind(tid) == kStopEntry;
+           syscall_stop_kind(tid) == SyscallStopKind::Entry;
     }
   } else {
     // Back to the instruction with our call's number: its entry stop, its exit stop.
     regs.rip = where;
     regs.rax = static_cast<uint64_t>(nr);
     if (::ptrace(PTRACE_SETREGS, tid, nullptr, &regs) == 0 && to_next_syscall_stop(tid, later) &&
-        syscall_stop_kind(tid) == kStopEntry && to_next_syscall_stop(tid, later)) {
+        syscall_stop_kind(tid) == SyscallStopKind::Entry && to_next_syscall_stop(tid, later)) {
       user_regs_struct after{};
       if (::ptrace(PTRACE_GETREGS, tid, nullptr, &after) == 0) result = static_cast<int64_t>(after.rax);
       ok = true;
