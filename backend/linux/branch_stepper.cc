@@ -193,7 +193,9 @@ void BranchStepper::record_step(LinuxThread& t, uint64_t pc) {
 bool BranchStepper::patch_stop(LinuxThread& t, int status, bool settle_later) {
   if (!patch_) return false;
   uint64_t flow = 0;
-  switch (patch_->on_stop(patch_thread(t), status, &flow, settle_later)) {
+  PatchThread view = patch_thread(t);
+  if (t.syscall_stop) view.syscall_nr = t.syscall_stop->nr;
+  switch (patch_->on_stop(view, status, &flow, settle_later)) {
     case PatchTracer::StopKind::None:
       return false;
     case PatchTracer::StopKind::Consumed:

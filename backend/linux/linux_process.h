@@ -266,6 +266,7 @@ class LinuxProcess final : public Process, private BranchStepper::Host {
 
   // ---- syscall stops (linux_process_syscalls.cc) ----
   void handle_syscall_stop(LinuxThread& t);  // PTRACE_SYSCALL stop (SIGTRAP|0x80)
+  LinuxThread::SyscallStop read_syscall_stop(const LinuxThread& t) const;
   void finish_syscall_flow(LinuxThread& t);  // the exit of a lifted syscall (syscall_flow)
   // A single step over the cpuid at t's pc, done here (cpuid run by the server for the
   // thread's leaf and subleaf): for hosts that drop the step's trap after cpuid. false when

@@ -151,6 +151,8 @@ void LinuxProcess::handle_stop(pid_t tid, int status) {
   if (page_.armed && WSTOPSIG(status) == SIGSEGV && (status >> 16) == 0 && page_fault(*t)) return;
   // Block patching's own stop (a full ring, a stub's miss). A system-call stop's drains wait
   // for handle_syscall_stop(), which resumes most of them at once; replay's never wait.
+  t->syscall_stop.reset();
+  if (WSTOPSIG(status) == (SIGTRAP | 0x80) && (status >> 16) == 0) t->syscall_stop = read_syscall_stop(*t);
   if (stepper_.patch_stop(*t, status, !interceptor_)) return;
   int sig = WSTOPSIG(status), event = status >> 16;
   if (sig == SIGTRAP && event != 0) return handle_ptrace_event(*t, event);

@@ -67,23 +67,31 @@ void LinuxProcess::finish_syscall_flow(LinuxThread& t) {
   stepper_.flow_done(t, insn, FlowOutcome{pc, insn.len != 0 && pc != insn.addr + insn.len});
 }
 
-void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
+LinuxThread::SyscallStop LinuxProcess::read_syscall_stop(const LinuxThread& t) const {
   // Entry or exit? The kernel says so since 5.3; before that, alternate (a step from an
   // entry stop ends the syscall without an exit stop, so the toggle is only a fallback).
   SyscallInfo info{};
   long n = ::ptrace(PTRACE_GET_SYSCALL_INFO, t.tid, reinterpret_cast<void*>(sizeof info), &info);
-  bool entry = n > 0 ? info.op == kSyscallInfoEntry : !t.in_syscall;
-  bool known = n <= 0 || info.op == kSyscallInfoEntry || info.op == kSyscallInfoExit;
-  if (entry && n > 0) {
-    t.syscall_nr = static_cast<int>(info.entry.nr);
+  LinuxThread::SyscallStop s;
+  s.entry = n > 0 ? info.op == kSyscallInfoEntry : !t.in_syscall;
+  s.known = n <= 0 || info.op == kSyscallInfoEntry || info.op == kSyscallInfoExit;
+  if (s.entry && n > 0) {
+    s.nr = static_cast<int>(info.entry.nr);
   } else {
     // orig_rax holds the number at any syscall stop: the entry of an old kernel, and the exit
     // of a syscall whose entry we did not see (entered before syscalls were caught, or an
     // execve that rebuilt our thread state).
     errno = 0;
     long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
-    t.syscall_nr = errno ? (entry ? -1 : t.syscall_nr) : static_cast<int>(nr);
+    s.nr = errno ? (s.entry ? -1 : t.syscall_nr) : static_cast<int>(nr);
   }
+  return s;
+}
+
+void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
+  LinuxThread::SyscallStop stop = t.syscall_stop ? *t.syscall_stop : read_syscall_stop(t);
+  bool entry = stop.entry, known = stop.known;
+  t.syscall_nr = stop.nr;
   t.in_syscall = entry;
   int nr = t.syscall_nr;
   bool wanted = known && catch_syscalls_ && nr >= 0 && (caught_syscalls_.empty() || caught_syscalls_.count(nr));

@@ -92,6 +92,15 @@ struct LinuxThread {
   // Syscall catching: between an entry stop and its exit stop, and the syscall's number.
   bool in_syscall = false;
   int syscall_nr = -1;
+  // The syscall stop being handled, read once when it came (LinuxProcess::read_syscall_stop):
+  // each ptrace request costs a few microseconds on some VMs, and both the patch tracer and
+  // the syscall handling need the number. nr -1: unknown.
+  struct SyscallStop {
+    bool entry = false;
+    bool known = true;  // an entry or an exit (not a seccomp stop)
+    int nr = -1;
+  };
+  std::optional<SyscallStop> syscall_stop;
   // A checked step (WatchStep) of a traced thread that met a syscall runs it under
   // PTRACE_SYSCALL: the syscall instruction's address, from its entry stop to its exit, where
   // the step ends (rt_sigreturn's jump back to where a signal came is a branch to record).

@@ -12,6 +12,10 @@ struct PatchThread {
   pid_t tid = 0;
   BranchCursor& cursor;     // the thread's own: follows the last branch drained from its ring
   bool in_syscall = false;  // between a caught syscall's entry and exit stops
+  // At a syscall stop: its number as the process engine read it (-1: unknown); kNrUnread:
+  // not read, the tracer reads orig_rax itself.
+  static constexpr int kNrUnread = -2;
+  int syscall_nr = kNrUnread;
 };
 
 }  // namespace backend

@@ -137,7 +137,9 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
       at_syscall_stop_ = event == 0;
       if (at_syscall_stop_) {  // modules may come or go: the regions are read again at the next install
         errno = 0;
-        long nr = ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
+        long nr = t.syscall_nr != PatchThread::kNrUnread
+                      ? t.syscall_nr
+                      : ::ptrace(PTRACE_PEEKUSER, t.tid, reinterpret_cast<void*>(offsetof(user_regs_struct, orig_rax)), nullptr);
         if (errno) {
           maps_changed_ = true;
         } else if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_mremap) {
