@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Issue 28's figures: `branchstub record` and `branchstub replay` against native, for the bench
-loop (`bploop N`), `ls -l DIR` and `gzip -c FILE` (FILE: --gzip-mib MiB of generated text).
+loop (`bploop N`), `ls -l DIR`, `gzip -c FILE` (FILE: --gzip-mib MiB of generated text) and a
+loop of --stat-calls stat() calls (`statloop N`, whose row also gives the cost of one recorded
+and one replayed system call: (time - native) / N).
 
     /usr/bin/python3 bench/replay_bench.py --build BUILD [--runs 3] [--sources patch,soft]
 
@@ -65,6 +67,7 @@ def main():
     ap.add_argument("--soft-loop-iters", type=int, default=200000, help="the bench loop under the soft source")
     ap.add_argument("--gzip-mib", type=int, default=4)
     ap.add_argument("--ls-dir", default="/usr/lib/x86_64-linux-gnu")
+    ap.add_argument("--stat-calls", type=int, default=20000)
     ap.add_argument("--sources", default="patch,soft")
     ap.add_argument("--soft-programs", default="", help="ls,gzip: the soft source runs these too (minutes)")
     ap.add_argument("--timeout", type=int, default=600)
@@ -84,6 +87,7 @@ def main():
         ("soft-loop", "bploop %d" % a.soft_loop_iters, [loop, str(a.soft_loop_iters)]),
         ("ls", "ls -l %s" % a.ls_dir, ["/bin/ls", "-l", a.ls_dir]),
         ("gzip", "gzip -c (%d MiB)" % a.gzip_mib, ["/bin/gzip", "-c", text]),
+        ("stat", "statloop %d" % a.stat_calls, [os.path.join(a.build, "inferiors", "statloop"), str(a.stat_calls)]),
     ]
     rows = []
     for key, label, argv in programs:
@@ -118,6 +122,10 @@ def main():
             continue
         print("| %s | %s | %.3f s | %.3f s | %.1fx | %.3f s | %.1fx | %.3f s |" %
               (label, source, native, rec, rec / native, rep, rep / native, gdb_native))
+    for label, source, native, gdb_native, rec, rep, status in rows:
+        if label.startswith("statloop") and not status:
+            print("\n%s (%s): %.1f us a recorded stat(), %.1f us a replayed one (over GDB's session)" %
+                  (label, source, (rec - native) / a.stat_calls * 1e6, (rep - gdb_native) / a.stat_calls * 1e6))
 
 
 if __name__ == "__main__":
