@@ -1,5 +1,7 @@
 #include "backend/btrace/patch/stub_encoder.h"
 
+#include <sys/syscall.h>
+
 #include "backend/x86/insn_length.h"
 
 #include <capstone/capstone.h>
@@ -546,6 +548,140 @@ Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr) {
     default:
       return Error{EINVAL, "not a patchable control-flow instruction"};
   }
+  return s;
+}
+
+namespace {
+
+// The argument registers of the x86-64 syscall convention, by argument index.
+constexpr int kArgRegs[6] = {7 /*rdi*/, 6 /*rsi*/, 2 /*rdx*/, 10 /*r10*/, 8 /*r8*/, 9 /*r9*/};
+
+void emit_gs(std::vector<uint8_t>& c, std::initializer_list<uint8_t> op_modrm, int32_t off) {
+  c.push_back(0x65);
+  c.insert(c.end(), op_modrm);
+  c.push_back(0x25);  // SIB: no base, no index: [disp32]
+  put32(c, static_cast<uint32_t>(off));
+}
+
+}  // namespace
+
+std::optional<SyscallOutput> buffered_syscall_output(uint64_t nr) {
+  switch (nr) {
+    case SYS_statx: return SyscallOutput{4, 256, -1};
+    case SYS_newfstatat: return SyscallOutput{2, 144, -1};
+    case SYS_stat: case SYS_lstat: case SYS_fstat: return SyscallOutput{1, 144, -1};
+    case SYS_readlink: return SyscallOutput{1, 0, 2};
+    case SYS_readlinkat: return SyscallOutput{2, 0, 3};
+    case SYS_getxattr: case SYS_lgetxattr: case SYS_fgetxattr: return SyscallOutput{2, 0, 3};
+    case SYS_access: case SYS_faccessat: case SYS_faccessat2: return SyscallOutput{};
+    default: return std::nullopt;
+  }
+}
+
+std::vector<uint8_t> syscall_thunk() {
+  std::vector<uint8_t> c = {0x0f, 0x05};                           // syscall
+  emit_gs(c, {0xff, 0x24}, kGsSyscallReturn);                       // jmp qword gs:[ret]
+  return c;
+}
+
+Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr) {
+  Stub s;
+  auto& c = s.code;
+  const SyscallOutput& out = spec.out;
+  if (out.ptr_arg > 5 || out.size_arg > 5 || (out.ptr_arg >= 0 && !out.fixed && out.size_arg < 0))
+    return Error{EINVAL, "bad output shape"};
+  for (const Insn& d : spec.displaced) {
+    auto r = relocate(d, stub_addr + c.size());
+    if (!r) return Error{ERANGE, fmt::format("cannot relocate the instruction at {:#x}", d.addr)};
+    s.exact.emplace_back(static_cast<uint32_t>(c.size()), d.addr);
+    c.insert(c.end(), r->begin(), r->end());
+  }
+  s.exact.emplace_back(static_cast<uint32_t>(c.size()), spec.syscall_addr);
+  const uint64_t next = spec.syscall_addr + 2;
+  // Below the red zone: the program's flags, rcx, rdi, rsi (the copy's registers).
+  emit(c, {0x48, 0x8d, 0x64, 0x24, 0x80});  // lea rsp,[rsp-128]
+  emit(c, {0x9c, 0x51, 0x57, 0x56});        // pushfq; push rcx; push rdi; push rsi
+  // Room for the largest record this call can make, else the original `syscall`.
+  emit_gs(c, {0x48, 0x8b, 0x0c}, kGsSyscallBufNext);  // mov rcx,gs:[next]
+  uint32_t most = static_cast<uint32_t>(kSyscallRecordHeader + (out.fixed ? out.fixed : out.ptr_arg >= 0 ? kSyscallRecordMaxData : 0));
+  emit(c, {0x48, 0x8d, 0x89});  // lea rcx,[rcx+most]
+  put32(c, most);
+  emit_gs(c, {0x48, 0x3b, 0x0c}, kGsSyscallBufEnd);  // cmp rcx,gs:[end]
+  std::vector<size_t> to_slow;
+  emit(c, {0x0f, 0x87});  // ja slow
+  to_slow.push_back(c.size());
+  put32(c, 0);
+  if (out.ptr_arg >= 0 && !out.fixed) {
+    int r = kArgRegs[out.size_arg];
+    emit(c, {static_cast<uint8_t>(0x48 | (r >= 8 ? 1 : 0)), 0x81, static_cast<uint8_t>(0xf8 | (r & 7))});  // cmp reg,imm32
+    put32(c, static_cast<uint32_t>(kSyscallRecordMaxData));
+    emit(c, {0x0f, 0x87});  // ja slow (unsigned: a huge size too)
+    to_slow.push_back(c.size());
+    put32(c, 0);
+  }
+  // The call, from the thunk's untraced `syscall`; it comes back here.
+  size_t lea_at = c.size();
+  emit(c, {0x48, 0x8d, 0x0d, 0, 0, 0, 0});  // lea rcx,[rip+back]
+  emit_gs(c, {0x48, 0x89, 0x0c}, kGsSyscallReturn);  // mov gs:[ret],rcx
+  auto j = jmp_rel32(stub_addr + c.size(), spec.thunk);
+  if (!j) return Error{ERANGE, "the thunk is out of reach"};
+  c.insert(c.end(), j->begin(), j->end());
+  int32_t back_rel = static_cast<int32_t>(c.size() - (lea_at + 7));
+  std::memcpy(c.data() + lea_at + 3, &back_rel, 4);
+  // back: rax holds the result; the argument registers are the call's (the kernel keeps them).
+  emit_gs(c, {0x48, 0x8b, 0x0c}, kGsSyscallBufNext);  // mov rcx,gs:[next]
+  emit(c, {0x48, 0xc7, 0x01});                        // mov qword [rcx],nr
+  put32(c, static_cast<uint32_t>(spec.nr));
+  emit(c, {0x48, 0x89, 0x79, 0x08, 0x48, 0x89, 0x71, 0x10, 0x48, 0x89, 0x51, 0x18});  // rdi, rsi, rdx
+  emit(c, {0x4c, 0x89, 0x51, 0x20, 0x4c, 0x89, 0x41, 0x28, 0x4c, 0x89, 0x49, 0x30});  // r10, r8, r9
+  emit(c, {0x48, 0x89, 0x41, 0x38});                  // mov [rcx+56],rax
+  emit_gs(c, {0x4c, 0x8b, 0x1c}, 0);                  // mov r11,gs:[0] (the ring head)
+  emit(c, {0x4c, 0x89, 0x59, 0x40});                  // mov [rcx+64],r11
+  emit(c, {0x49, 0xbb});                              // mov r11,next
+  put64(c, next);
+  emit(c, {0x4c, 0x89, 0x59, 0x50});                  // mov [rcx+80],r11
+  emit(c, {0x48, 0xc7, 0x41, 0x58, 0, 0, 0, 0});      // mov qword [rcx+88],0
+  emit(c, {0x45, 0x31, 0xdb});                        // xor r11d,r11d: the data's length
+  if (out.ptr_arg >= 0) {
+    emit(c, {0x48, 0x85, 0xc0});                      // test rax,rax
+    if (out.fixed) {
+      emit(c, {0x75, 0x06});                          // jnz +6
+      emit(c, {0x41, 0xbb});                          // mov r11d,fixed
+      put32(c, out.fixed);
+    } else {
+      emit(c, {0x7e, 0x03});                          // jle +3
+      emit(c, {0x49, 0x89, 0xc3});                    // mov r11,rax
+    }
+  }
+  emit(c, {0x4c, 0x89, 0x59, 0x48});                  // mov [rcx+72],r11
+  if (out.ptr_arg >= 0) {
+    int r = kArgRegs[out.ptr_arg];
+    if (r != 6)  // mov rsi,reg
+      emit(c, {static_cast<uint8_t>(0x48 | (r >= 8 ? 4 : 0)), 0x89, static_cast<uint8_t>(0xc0 | ((r & 7) << 3) | 6)});
+  }
+  emit(c, {0x48, 0x8d, 0x79, static_cast<uint8_t>(kSyscallRecordHeader)});  // lea rdi,[rcx+96]
+  if (out.ptr_arg >= 0) {
+    emit(c, {0x4c, 0x89, 0xd9});                      // mov rcx,r11
+    emit(c, {0xfc, 0xf3, 0xa4});                      // cld; rep movsb (the flags come back below)
+  }
+  emit(c, {0x48, 0x83, 0xc7, 0x07, 0x48, 0x83, 0xe7, 0xf8});  // add rdi,7; and rdi,-8
+  emit_gs(c, {0x48, 0x89, 0x3c}, kGsSyscallBufNext);  // mov gs:[next],rdi
+  emit(c, {0x5e, 0x5f, 0x59, 0x9d});                  // pop rsi; pop rdi; pop rcx; popfq
+  emit(c, {0x9c, 0x41, 0x5b});                        // pushfq; pop r11: the flags, as the kernel leaves r11
+  emit(c, {0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00});  // lea rsp,[rsp+128]
+  emit(c, {0x48, 0xb9});                              // mov rcx,next: as the kernel leaves rcx
+  put64(c, next);
+  if (!jmp_to(s, stub_addr, next)) return Error{ERANGE, "the next instruction is out of reach"};
+  // slow: everything back, then the original `syscall` (which stops as any other call).
+  for (size_t at : to_slow) {
+    int32_t rel = static_cast<int32_t>(c.size() - (at + 4));
+    std::memcpy(c.data() + at, &rel, 4);
+  }
+  emit(c, {0x5e, 0x5f, 0x59, 0x9d});                  // pop rsi; pop rdi; pop rcx; popfq
+  emit(c, {0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00});  // lea rsp,[rsp+128]
+  auto back = jmp_rel32(stub_addr + c.size(), spec.syscall_addr);
+  if (!back) return Error{ERANGE, "the original syscall is out of reach"};
+  c.insert(c.end(), back->begin(), back->end());
   return s;
 }
 

@@ -150,6 +150,48 @@ constexpr size_t kCacheBytes = 24;
 // Builds the stub for `spec` at stub_addr; an error names what cannot be encoded.
 Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr);
 
+// --- The system-call buffer (docs/record-replay.md, "The system-call buffer") -------------
+// A recorded program's calls that neither block nor make descriptors or mappings can run
+// without a ptrace stop: the block that sets the number is patched before its `syscall`; the
+// stub runs the call through one *untraced* `syscall` instruction of ours (a seccomp filter
+// lets only that one through unstopped) and appends a record of it to the thread's buffer,
+// which the server turns into trace events at the next stop. The thread's words beside its
+// ring head (gs block):
+constexpr int32_t kGsSyscallBufNext = 64;  // u64: where the next record goes
+constexpr int32_t kGsSyscallBufEnd = 72;   // u64: the buffer's end (no room: the call stops as before)
+constexpr int32_t kGsSyscallReturn = 80;   // u64: where the untraced `syscall` returns to
+// A record: u64 words {nr, args[6], result, ring head at the call, data length, pc after the
+// original `syscall`, 0}, then the bytes the call wrote, padded to 8.
+constexpr uint64_t kSyscallRecordHeader = 96;
+constexpr uint64_t kSyscallRecordMaxData = 4096;  // a larger size argument: the call stops
+
+// What a buffered call writes: `fixed` bytes at argument `ptr_arg` when it returns 0 (stat),
+// or, with fixed == 0, as many bytes as it returns (readlink, getxattr), at most argument
+// `size_arg` (which must be <= kSyscallRecordMaxData). ptr_arg -1: nothing.
+struct SyscallOutput {
+  int ptr_arg = -1;
+  uint32_t fixed = 0;
+  int size_arg = -1;
+};
+// The calls the buffer takes (x86-64 numbers), with what each writes; nullopt for any other.
+std::optional<SyscallOutput> buffered_syscall_output(uint64_t nr);
+
+struct SyscallStubSpec {
+  std::vector<Insn> displaced;  // the instructions before the `syscall` (>= kJmpLen bytes)
+  uint64_t syscall_addr = 0;    // the original `syscall`: a call without room goes there (and stops)
+  uint64_t nr = 0;
+  SyscallOutput out;
+  uint64_t thunk = 0;           // the untraced `syscall; jmp gs:[kGsSyscallReturn]`
+};
+// The stub: the displaced instructions, then the call through the thunk and its record, then
+// a jmp to the instruction after the original `syscall` (an exit, linked as other stubs'),
+// with rcx and r11 as the kernel leaves them there. exact: the displaced instructions and,
+// after them, the original `syscall` (nothing of the call done yet).
+Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr);
+// The thunk's bytes (10): `syscall; jmp qword ptr gs:[kGsSyscallReturn]`; the untraced
+// instruction pointer a seccomp filter sees is the thunk's address + 2.
+std::vector<uint8_t> syscall_thunk();
+
 // A dynamic stub can compute this instruction's target (ret, or an indirect jmp/call whose
 // operand does not involve rsp and is not 16-bit).
 bool dynamic_supported(const Insn& flow, FlowKind kind);

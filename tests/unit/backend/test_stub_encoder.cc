@@ -5,6 +5,7 @@
 
 #include <asm/prctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -510,4 +511,98 @@ TEST_CASE("code writes: gathered per page, overlaid on reads, dropped, flushed a
   CHECK(std::memcmp(raw + 2 * P + 10, jmp, 5) == 0);
   CHECK(!w.pending());
   ::munmap(raw, 3 * P);
+}
+
+// The system-call buffer's stub, run for real here: `mov $N,%eax; syscall; ret` with the mov
+// patched; the call goes through the thunk (no seccomp filter here: any `syscall` runs), its
+// record lands in the buffer, and without room (or with a size argument too large) the stub
+// takes the original `syscall`, which records nothing.
+TEST_CASE("a buffered system call runs through the thunk and leaves its record", "[patch][syscall_buffer]") {
+  void* mem = ::mmap(nullptr, 0x3000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    WARN("no RWX mapping here: the execution part is not run");
+    return;
+  }
+  auto* p = static_cast<uint8_t*>(mem);
+  uint64_t P = reinterpret_cast<uint64_t>(p);
+  auto thunk = syscall_thunk();
+  REQUIRE(thunk.size() == 10);
+  std::memcpy(p + 0x2800, thunk.data(), thunk.size());
+  std::vector<uint64_t> gs_block(16, 0), buffer(4096, 0);
+  uint64_t buf = reinterpret_cast<uint64_t>(buffer.data());
+  auto reset = [&](uint64_t room) {
+    gs_block[0] = 0x1234000;  // a ring head: the record takes it down as it is
+    gs_block[kGsSyscallBufNext / 8] = buf;
+    gs_block[kGsSyscallBufEnd / 8] = buf + room;
+  };
+  // f at P: stat(rdi, rsi); g at P+0x40: readlink(rdi, rsi, rdx)
+  auto make = [&](uint64_t at, uint64_t nr) {
+    const uint8_t code[] = {0xb8, static_cast<uint8_t>(nr), 0, 0, 0, 0x0f, 0x05, 0xc3};
+    std::memcpy(reinterpret_cast<uint8_t*>(at), code, sizeof code);
+    auto insns = decode_all(std::span<const uint8_t>(reinterpret_cast<uint8_t*>(at), 7), at);
+    REQUIRE(insns);
+    REQUIRE(insns->size() == 2);
+    SyscallStubSpec spec;
+    spec.displaced = {insns->front()};
+    spec.syscall_addr = at + 5;
+    spec.nr = nr;
+    spec.out = *buffered_syscall_output(nr);
+    spec.thunk = P + 0x2800;
+    uint64_t stub_at = P + 0x1000 + (at - P) * 16;
+    auto stub = build_syscall_stub(spec, stub_at);
+    REQUIRE(stub);
+    REQUIRE(stub->exits.size() == 1);
+    CHECK(stub->exits[0].second == at + 7);
+    REQUIRE(stub->exact.size() == 2);
+    CHECK(stub->exact[1].second == at + 5);
+    std::memcpy(reinterpret_cast<uint8_t*>(stub_at), stub->code.data(), stub->code.size());
+    auto j = jmp_rel32(at, stub_at);
+    std::memcpy(reinterpret_cast<uint8_t*>(at), j->data(), 5);
+  };
+  make(P, SYS_stat);
+  make(P + 0x40, SYS_readlink);
+  auto f = reinterpret_cast<long (*)(const char*, struct stat*)>(P);
+  auto g = reinterpret_cast<long (*)(const char*, char*, size_t)>(P + 0x40);
+  GsBase gs(reinterpret_cast<uint64_t>(gs_block.data()));
+
+  reset(8 * 4096);
+  struct stat st{};
+  const char* path = "/";
+  CHECK(f(path, &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(gs_block[kGsSyscallBufNext / 8] == buf + kSyscallRecordHeader + 144);
+  CHECK(buffer[0] == SYS_stat);
+  CHECK(buffer[1] == reinterpret_cast<uint64_t>(path));
+  CHECK(buffer[2] == reinterpret_cast<uint64_t>(&st));
+  CHECK(buffer[7] == 0);           // the result
+  CHECK(buffer[8] == 0x1234000);   // the ring head
+  CHECK(buffer[9] == 144);         // bytes written
+  CHECK(buffer[10] == P + 7);      // after the original syscall
+  CHECK(std::memcmp(&buffer[12], &st, 144) == 0);
+  // a failing stat writes nothing
+  CHECK(f("/no/such/file", &st) == -ENOENT);
+  uint64_t* second = &buffer[(kSyscallRecordHeader + 144) / 8];
+  CHECK(second[7] == static_cast<uint64_t>(-ENOENT));
+  CHECK(second[9] == 0);
+  CHECK(gs_block[kGsSyscallBufNext / 8] == buf + 2 * kSyscallRecordHeader + 144);
+
+  reset(8 * 4096);
+  char link[64] = {};
+  long n = g("/proc/self/exe", link, sizeof link);
+  REQUIRE(n > 0);
+  CHECK(buffer[0] == SYS_readlink);
+  CHECK(buffer[9] == static_cast<uint64_t>(n));
+  CHECK(std::memcmp(&buffer[12], link, static_cast<size_t>(n)) == 0);
+  CHECK(gs_block[kGsSyscallBufNext / 8] == buf + kSyscallRecordHeader + ((static_cast<uint64_t>(n) + 7) & ~7ull));
+
+  // no room for the largest record: the original syscall, nothing recorded
+  reset(kSyscallRecordHeader + 100);
+  CHECK(f(path, &st) == 0);
+  CHECK(gs_block[kGsSyscallBufNext / 8] == buf);
+  // a size argument above the buffer's limit: the same
+  reset(8 * 4096);
+  std::vector<char> big(2 * kSyscallRecordMaxData);
+  CHECK(g("/proc/self/exe", big.data(), big.size()) == n);
+  CHECK(gs_block[kGsSyscallBufNext / 8] == buf);
+  ::munmap(mem, 0x3000);
 }
