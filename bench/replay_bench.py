@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--gzip-mib", type=int, default=4)
     ap.add_argument("--ls-dir", default="/usr/lib/x86_64-linux-gnu")
     ap.add_argument("--stat-calls", type=int, default=20000)
+    ap.add_argument("--syscall-buffer", choices=["on", "off"], default="off",
+                    help="branchstub record --syscall-buffer=on|off (non-blocking calls without stops)")
+    ap.add_argument("--only", default="", help="rows to run: loop,ls,gzip,stat (default: all)")
     ap.add_argument("--sources", default="patch,soft")
     ap.add_argument("--soft-programs", default="", help="ls,gzip: the soft source runs these too (minutes)")
     ap.add_argument("--timeout", type=int, default=600)
@@ -91,6 +94,8 @@ def main():
     ]
     rows = []
     for key, label, argv in programs:
+        if a.only and key not in a.only.split(","):
+            continue
         sources = [x for x in a.sources.split(",") if (x == "soft") == (key == "soft-loop" or key in a.soft_programs.split(","))]
         if not sources:
             continue
@@ -101,7 +106,8 @@ def main():
             recs, reps, status = [], [], ""
             for i in range(a.runs):
                 trace = os.path.join(work, "%s-%s-%d" % (key, source, i))
-                t, p = timed([server, "record", "-o", trace, "--btrace-source=" + source] + argv, timeout=a.timeout)
+                t, p = timed([server, "record", "-o", trace, "--btrace-source=" + source,
+                              "--syscall-buffer=" + a.syscall_buffer] + argv, timeout=a.timeout)
                 if b"trace in" not in p.stderr:
                     status = "record failed: " + p.stderr.decode()[-200:]
                     break

@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "\tbranchstub [OPTIONS] --multi COMM\n"
     "\tbranchstub --probe\n"
     "\tbranchstub --selftest[=FILTER]\n"
-    "\tbranchstub record [-o DIR] [--btrace-source=auto|patch|soft] PROG [ARGS ...]\n"
+    "\tbranchstub record [-o DIR] [--btrace-source=auto|patch|soft] [--syscall-buffer=on|off] PROG [ARGS ...]\n"
     "\tbranchstub replay [OPTIONS] COMM [DIR]\n"
     "\tbranchstub --coverage FILE [--coverage-format=drcov|drcov3|lcov] [--svg[=FILE]] PROG [ARGS ...]\n"
     "\n"
@@ -53,7 +53,7 @@ std::optional<ListenAddress> parse_comm(const std::string& comm) {
 
 namespace {
 
-// branchstub record [-o DIR] [--btrace-source=auto|patch|soft] PROG [ARGS...]
+// branchstub record [-o DIR] [--btrace-source=auto|patch|soft] [--syscall-buffer=on|off] PROG [ARGS...]
 std::variant<ServerOptions, EarlyExit> parse_record(int argc, const char* const* argv) {
   ServerOptions options;
   options.record = true;
@@ -67,6 +67,8 @@ std::variant<ServerOptions, EarlyExit> parse_record(int argc, const char* const*
       options.record_dir = arg.substr(9);
     } else if (arg == "--btrace-source=soft" || arg == "--btrace-source=patch" || arg == "--btrace-source=auto") {
       options.btrace_source = arg.substr(16);  // what counts the branches (docs/record-replay.md)
+    } else if (arg == "--syscall-buffer=on" || arg == "--syscall-buffer=off") {
+      options.record_syscall_buffer = arg.ends_with("on");  // non-blocking calls without stops
     } else if (arg == "--") {
       ++i;
       break;

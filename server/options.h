@@ -61,6 +61,7 @@ struct ServerOptions {
   // branchstub record [-o DIR] PROG ARGS: no COMM, no client (docs/record-replay.md).
   bool record = false;
   std::string record_dir;
+  bool record_syscall_buffer = false;  // --syscall-buffer=on: non-blocking calls without stops
   // branchstub replay [OPTIONS] COMM [DIR]: the program launched (and run again) is DIR's.
   std::optional<std::string> replay_dir;
 };

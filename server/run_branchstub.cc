@@ -26,7 +26,8 @@ int run_branchstub(int argc, const char* const* argv, const MainHooks& hooks) {
   if (options.record)
     return backend::replay::record({options.record_dir, options.program,
                                     options.btrace_source == "soft" ? backend::TraceSource::Software
-                                                                    : backend::TraceSource::Auto});
+                                                                    : backend::TraceSource::Auto,
+                                    options.record_syscall_buffer});
   if (options.replay_dir) {
     if (options.replay_dir->empty()) options.replay_dir = backend::replay::latest_trace();
     if (options.replay_dir->empty()) {

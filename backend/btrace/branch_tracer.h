@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,24 @@ class BranchSink {
   virtual void counted(pid_t /*tid*/, uint64_t /*n*/, Branch /*last*/) {}
 };
 
+// A system call a recorded thread made without stopping (block patching's system-call buffer,
+// `branchstub record` only), handed over at the thread's next stop in its place among the
+// branches: the branches taken before it are counted when the sink gets it. `data`: the bytes
+// it wrote at its output argument (valid during the call).
+struct BufferedSyscall {
+  uint64_t nr = 0;
+  uint64_t args[6] = {};
+  int64_t result = 0;
+  uint64_t pc = 0;  // the instruction after the program's `syscall`
+  uint64_t data_addr = 0;  // where `data` was written in the program
+  std::span<const uint8_t> data;
+};
+class SyscallBufferSink {
+ public:
+  virtual ~SyscallBufferSink() = default;
+  virtual void buffered_syscall(pid_t tid, const BufferedSyscall& call) = 0;
+};
+
 class BranchTracer {
  public:
   virtual ~BranchTracer() = default;
@@ -110,6 +129,13 @@ class BranchTracer {
   // it (auto, patch): every branch still reaches the sink, from the program's ring at each
   // stop instead of a stop per block (record and replay count this way).
   virtual void set_coverage_patching(bool /*on*/) {}
+  // Block patching runs the program's non-blocking calls without stops and hands them to
+  // `sink` (nullptr: off). For a recording only: the thread then runs under PTRACE_CONT through
+  // the patches, every other call stopping at an int3 before it (docs/record-replay.md).
+  virtual void set_syscall_buffer(SyscallBufferSink* /*sink*/) {}
+  // The patch rings keep the system-call buffer's room even without a sink: a replay of a
+  // recording made with the buffer maps what the recording mapped.
+  virtual void set_syscall_buffer_room(bool /*on*/) {}
 };
 
 }  // namespace backend

@@ -52,6 +52,10 @@ class TraceManager : public BranchTracer {
   void stop_coverage() override;
   bool coverage_active() const override { return sink_ != nullptr; }
   void set_coverage_patching(bool on) override { coverage_patching_ = on; }
+  void set_syscall_buffer(SyscallBufferSink* sink) override { syscall_buffer_ = sink; }
+  SyscallBufferSink* syscall_buffer() const { return coverage_patched() ? syscall_buffer_ : nullptr; }
+  void set_syscall_buffer_room(bool on) override { syscall_buffer_room_ = on; }
+  bool syscall_buffer_room() const { return coverage_patched() && (syscall_buffer_ || syscall_buffer_room_); }
 
   // ---- for the process engine ----
   // Threads whose branches the engine must record itself (software source, and every thread
@@ -141,6 +145,8 @@ class TraceManager : public BranchTracer {
   std::string lbr_error_;    // the last failure to read a window
   std::string patch_status_;
   bool coverage_patching_ = false;
+  SyscallBufferSink* syscall_buffer_ = nullptr;
+  bool syscall_buffer_room_ = false;
   bool coverage_patched() const {
     return coverage_patching_ && (preferred_ == TraceSource::Patch || preferred_ == TraceSource::Auto);
   }

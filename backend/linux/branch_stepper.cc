@@ -87,6 +87,7 @@ void BranchStepper::continue_traced(LinuxThread& t, int signo) {
   }
   if (patch_ && patch_->prepare_run(patch_thread(t), host_.watch_stepping(), host_.non_stop_mode())) {
     plan.clear();  // runs free through patched code: every exit from it stops
+    t.calls_never_unseen = patch_->calls_never_unseen();
     return host_.resume(t, signo);
   }
   std::function<bool(uint64_t)> stop_before;
@@ -201,7 +202,10 @@ bool BranchStepper::patch_stop(LinuxThread& t, int status, bool settle_later) {
     case PatchTracer::StopKind::Consumed:
       if (!host_.stopping()) {
         if (host_.exact_stop_changed()) continue_traced(t, 0);  // the patches came out for its int3
-        else host_.resume(t, 0);
+        else {
+          t.calls_never_unseen = patch_->calls_never_unseen();  // it runs on in the patches
+          host_.resume(t, 0);
+        }
       }
       // The full ring is read while its thread runs on in the other: a piece at a time by
       // LinuxProcess::poll_events(), which looks for stops in between.

@@ -176,6 +176,7 @@ void LinuxProcess::start_deferred() {
 // Issues the ptrace resume for t's mode. A watchpoint hit found by t's last checked step is
 // reported instead: whatever the mode meant to do next comes after it.
 void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
+  const bool free_run_calls_seen = std::exchange(t.calls_never_unseen, false);  // this resume only
   if (stopping()) return;  // everybody is being stopped for a reported event: stay stopped
   if (non_stop_) {
     if (!t.resumed || t.paused) return;  // the client's stopped threads never run
@@ -247,8 +248,11 @@ void LinuxProcess::resume_thread(LinuxThread& t, int signo) {
                           : long{PTRACE_CONT};
   // Under replay no syscall may run unseen: a continue, a step onto a syscall instruction and
   // a step from a syscall's entry all go on to the next syscall stop.
+  // A recording's free run with the system-call buffer is the exception: each of its calls is
+  // buffered or stops at an int3 before it (PatchTracer::calls_never_unseen).
+  bool calls_seen = free_run_calls_seen && request == PTRACE_CONT && signo == 0;
   if (interceptor_ && request != kPtraceSingleblock &&
-      (request == PTRACE_CONT || t.in_syscall || (request == PTRACE_SINGLESTEP && at_syscall(t.tid))))
+      ((request == PTRACE_CONT && !calls_seen) || t.in_syscall || (request == PTRACE_SINGLESTEP && at_syscall(t.tid))))
     request = PTRACE_SYSCALL;
   // Record/replay: a single step over cpuid, rdrand... gives the interceptor's result, not this
   // CPU's; the step is then done as if its trap had come.

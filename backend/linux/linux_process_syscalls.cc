@@ -75,6 +75,7 @@ LinuxThread::SyscallStop LinuxProcess::read_syscall_stop(const LinuxThread& t) c
   LinuxThread::SyscallStop s;
   s.entry = n > 0 ? info.op == kSyscallInfoEntry : !t.in_syscall;
   s.known = n <= 0 || info.op == kSyscallInfoEntry || info.op == kSyscallInfoExit;
+  s.ip = n > 0 ? info.instruction_pointer : 0;
   if (s.entry && n > 0) {
     s.nr = static_cast<int>(info.entry.nr);
   } else {
@@ -136,7 +137,9 @@ void LinuxProcess::handle_syscall_stop(LinuxThread& t) {
       t.cursor.step_from = 0;
     }
   }
-  if (interceptor_ && known) {
+  // The system-call buffer's own call, met under PTRACE_SYSCALL: the buffer reports it.
+  bool buffers_own = interceptor_ && stop.ip && stepper_.patcher() && stepper_.patcher()->in_buffered_stub(stop.ip);
+  if (interceptor_ && known && !buffers_own) {
     auto verdict = entry ? interceptor_->syscall_entry(t.tid) : interceptor_->syscall_exit(t.tid);
     sync_interceptor_watch();
     if (entry && !verdict.stop && settings_.watch_emulation && watch_.active()) page_watch_syscall_entry(t);

@@ -99,8 +99,12 @@ struct LinuxThread {
     bool entry = false;
     bool known = true;  // an entry or an exit (not a seccomp stop)
     int nr = -1;
+    uint64_t ip = 0;  // after the `syscall` (0: unknown)
   };
   std::optional<SyscallStop> syscall_stop;
+  // This resume is a free run through patched code in which every system call is buffered or
+  // stops at an int3 first (a recording's system-call buffer): PTRACE_CONT is enough.
+  bool calls_never_unseen = false;
   // A checked step (WatchStep) of a traced thread that met a syscall runs it under
   // PTRACE_SYSCALL: the syscall instruction's address, from its entry stop to its exit, where
   // the step ends (rt_sigreturn's jump back to where a signal came is a branch to record).

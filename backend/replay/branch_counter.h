@@ -59,8 +59,11 @@ class BranchCounter final : public BranchSink {
 };
 
 // Counts tid's branches from here on, through block patching where the tracer's source allows.
-inline Result<void> start_counting(BranchTracer& tracer, BranchCounter& counter, pid_t tid) {
+// call_buffer_room: the rings keep the system-call buffer's room (a replay of a recording that
+// had it: the same mappings).
+inline Result<void> start_counting(BranchTracer& tracer, BranchCounter& counter, pid_t tid, bool call_buffer_room = false) {
   tracer.set_coverage_patching(true);
+  tracer.set_syscall_buffer_room(call_buffer_room);
   return tracer.start_coverage(&counter, {tid});
 }
 

@@ -87,7 +87,7 @@ bool deterministic_signal(const siginfo_t& si, pid_t pid, long last_nr) {
   return self && (last_nr == SYS_kill || last_nr == SYS_tgkill || last_nr == SYS_tkill);
 }
 
-class Recorder final : public SyscallInterceptor {
+class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
  public:
   Recorder(pid_t pid, TraceWriter& writer, TraceHeader& header)
       : pid_(pid), mem_(pid), writer_(writer), header_(header) {}
@@ -114,12 +114,15 @@ class Recorder final : public SyscallInterceptor {
   // rdtsc emulated: consumed; any other signal goes on to the program (or was refused).
   bool take_signal(pid_t /*tid*/, int signo, std::string* /*message*/) override { return on_signal(signo) == 0; }
   InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
+  // A call the program made without a stop (the system-call buffer), its branches counted.
+  void buffered_syscall(pid_t tid, const BufferedSyscall& call) override;
 
   bool refused() const { return !why_.empty(); }
   const std::string& why() const { return why_; }
   BranchCounter& counter() { return counter_; }
   std::vector<TraceEvent>& events() { return events_; }
   uint64_t branches() const { return counter_.count(pid_); }
+  uint64_t buffered() const { return buffered_; }
 
  private:
   bool refuse(std::string why) {
@@ -156,6 +159,7 @@ class Recorder final : public SyscallInterceptor {
   bool forced_enosys_ = false;
   long last_nr_ = -1;
   uint64_t exit_branches_ = UINT64_MAX;  // the count at the last syscall's exit (until the next stop)
+  uint64_t buffered_ = 0;                 // calls the system-call buffer gave
 };
 
 bool Recorder::on_entry(const user_regs_struct& regs) {
@@ -238,6 +242,47 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
   return true;
 }
 
+// The same event as its two stops would have made: the call's written bytes come from the
+// record (the program may have changed them since), checked against the table's shapes.
+void Recorder::buffered_syscall(pid_t /*tid*/, const BufferedSyscall& call) {
+  if (refused()) return;
+  TraceEvent e = event_here(EventKind::Syscall, call.pc);
+  e.nr = static_cast<int64_t>(call.nr);
+  std::copy(call.args, call.args + 6, e.args);
+  e.result = call.result;
+  auto policy = syscall_policy(e.nr, e.args, pid_);
+  if (policy.as == ReplayAs::Refuse) {
+    (void)refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), call.pc,
+                             events_.size(), policy.why));
+    return;
+  }
+  // The record holds what was written at the call's output argument: the table's ranges
+  // must lie in it.
+  const uint64_t out = call.data_addr;
+  MemoryReader reader = [&](uint64_t addr, void* dst, size_t size) {
+    if (addr < out || addr - out > call.data.size() || size > call.data.size() - (addr - out)) return false;
+    std::memcpy(dst, call.data.data() + (addr - out), size);
+    return true;
+  };
+  if (auto why = unreplayable_result(e.nr, e.args, e.result, reader); !why.empty()) {
+    (void)refuse(fmt::format("{} (at pc {:#x}, event {})", why, e.pc, events_.size()));
+    return;
+  }
+  for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
+    std::vector<uint8_t> bytes(r.length);
+    if (!reader(r.addr, bytes.data(), bytes.size())) {
+      (void)refuse(fmt::format("the buffered {} did not keep the {} bytes it wrote at {:#x}", syscall_name(e.nr),
+                               r.length, r.addr));
+      return;
+    }
+    e.writes.push_back(writer_.add_data(r.addr, bytes));
+  }
+  last_nr_ = e.nr;
+  exit_branches_ = e.branches;
+  events_.push_back(e);
+  ++buffered_;
+}
+
 // An rdtsc trapped by PR_SET_TSC (a SIGSEGV at it).
 bool Recorder::emulate_rdtsc(const user_regs_struct& regs) {
   uint8_t code[16] = {};
@@ -313,7 +358,8 @@ int Recorder::on_signal(int sig) {
 
 // Drives the program to its end, delivering the signals it gets; false when something was refused
 // (the program is killed then).
-bool run(Process& process, Recorder& recorder, TraceHeader& header) {
+bool run(Process& process, Recorder& recorder, TraceHeader& header, bool syscall_buffer) {
+  if (syscall_buffer) process.tracer().set_syscall_buffer(&recorder);
   if (auto on = start_counting(process.tracer(), recorder.counter(), process.pid()); !on) return false;
   // Signals are recorded where they arrive (Recorder::take_signal) and delivered there, as a
   // client's `handle SIG nostop pass` does: a stop reported for each would take the patches
@@ -431,7 +477,8 @@ int record(const RecordOptions& options) {
 
   auto* recorder = new Recorder(pid, **writer, header);
   (*process)->set_syscall_interceptor(std::unique_ptr<SyscallInterceptor>(recorder));
-  bool ok = run(**process, *recorder, header);
+  header.syscall_buffer = options.syscall_buffer && options.source != TraceSource::Software;
+  bool ok = run(**process, *recorder, header, options.syscall_buffer);
   for (auto& e : recorder->events()) (void)(*writer)->add_event(std::move(e));
   if (!ok) {
     std::fprintf(stderr,
@@ -449,8 +496,9 @@ int record(const RecordOptions& options) {
   make_dirs(default_trace_root());
   ::unlink(link.c_str());
   (void)::symlink(dir.c_str(), link.c_str());
-  std::fprintf(stderr, "branchstub record: %llu events; trace in %s\n",
-               static_cast<unsigned long long>(header.event_count), dir.c_str());
+  std::string buffered = recorder->buffered() ? fmt::format(" ({} system calls recorded without a stop)", recorder->buffered()) : "";
+  std::fprintf(stderr, "branchstub record: %llu events%s; trace in %s\n",
+               static_cast<unsigned long long>(header.event_count), buffered.c_str(), dir.c_str());
   return header.exit_status >= 0 ? header.exit_status : 128 - header.exit_status;
 }
 

@@ -18,6 +18,10 @@ struct RecordOptions {
   // What counts the branches (--btrace-source): auto/patch, block patching where it works;
   // soft, the software engine alone (a stop per block).
   TraceSource source = TraceSource::Auto;
+  // Non-blocking calls (stat, readlink, getxattr...) recorded without a stop by the patched
+  // code's system-call buffer (docs/record-replay.md); false (the default): every call stops
+  // twice. Not the default yet: a program with a fast timer can livelock (docs).
+  bool syscall_buffer = false;
 };
 
 // Where traces go by default: $BRANCHSTUB_TRACE_DIR, else $XDG_DATA_HOME/branchstub, else

@@ -86,7 +86,10 @@ class Replayer final : public SyscallInterceptor, public ReplayClock {
   bool take_signal(pid_t tid, int signo, std::string* message) override;
   InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
   BranchCounter& counter() { return counter_; }
-  void tracer_replaced(BranchTracer& tracer) override { (void)start_counting(tracer, counter_, pid_); }
+  bool recorded_with_buffer() const { return trace_->header().syscall_buffer; }
+  void tracer_replaced(BranchTracer& tracer) override {
+    (void)start_counting(tracer, counter_, pid_, trace_->header().syscall_buffer);
+  }
   // The next event is a signal that arrived in the program's code, or a run goes to a goal
   // (set_goal): the thread stops at its pc.
   uint64_t watch_pc() const override {
@@ -568,7 +571,7 @@ Result<ReplayStart> start_replay(std::shared_ptr<const TraceReader> trace, const
       return Error{same.error().code, "Cannot give the program the recorded signal state: " + same.error().message};
   auto replayer = std::make_unique<Replayer>(std::move(trace), pid);
   // The thread's taken branches, counted as record counted them.
-  if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid); !on) return on.error();
+  if (auto on = start_counting((*process)->tracer(), replayer->counter(), pid, h.syscall_buffer); !on) return on.error();
   ReplayStart start;
   start.clock = replayer.get();
   (*process)->set_syscall_interceptor(std::move(replayer));
@@ -581,7 +584,8 @@ Result<ReplayStart> continue_replay(pid_t copy, const ReplayState& state) {
   if (!saved) return Error{EINVAL, "not a replay's state"};
   auto process = LinuxProcess::adopt_stopped_child(copy);
   auto replayer = saved->replayer->copy_for(copy);
-  if (auto on = start_counting(process->tracer(), replayer->counter(), copy); !on) return on.error();
+  if (auto on = start_counting(process->tracer(), replayer->counter(), copy, replayer->recorded_with_buffer()); !on)
+    return on.error();
   ReplayStart start;
   start.clock = replayer.get();
   process->set_syscall_interceptor(std::move(replayer));

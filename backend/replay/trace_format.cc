@@ -133,6 +133,7 @@ std::string format_header(const TraceHeader& h) {
   out += fmt::format("events {}\n", h.event_count);
   out += fmt::format("complete {}\n", h.complete ? 1 : 0);
   out += fmt::format("exit {}\n", h.exit_status);
+  if (h.syscall_buffer) out += "syscall-buffer 1\n";
   for (const auto& f : h.files)
     out += fmt::format("file {:016x} {} {} {}\n", f.hash, f.size, escape(f.copy), escape(f.path));
   if (h.fds) {
@@ -192,6 +193,8 @@ Result<TraceHeader> parse_header(const std::string& text) {
         h.complete = value == "1";
       } else if (key == "exit") {
         h.exit_status = std::stoi(value);
+      } else if (key == "syscall-buffer") {
+        h.syscall_buffer = value == "1";
       } else if (key == "file") {
         std::istringstream f(value);
         MappedFile m;

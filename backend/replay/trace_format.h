@@ -98,6 +98,9 @@ struct TraceHeader {
   std::string cpu;
   std::vector<uint32_t> cpu_features;
   uint64_t xcr0 = 0;
+  // Recorded with the system-call buffer: its memory sat beside the ring, which the replay
+  // maps the same size so that the program's own mappings land where they did.
+  bool syscall_buffer = false;
 };
 
 // FNV-1a, 64 bits: a quick fingerprint for "this is the file we recorded" (not a security hash).

@@ -94,14 +94,7 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
     const Region* r = region_of(pc);
     return r && r->code_begin != 0 && !inside_installed_patch(pc) && list_tasks(pid_).size() == 1;
   };
-  // The pc, read once (a ptrace request costs microseconds on some VMs); forgotten where
-  // something below may have moved the thread (setup, installing, a new ring).
-  std::optional<uint64_t> known_pc;
-  auto pc_now = [&] {
-    if (!known_pc) known_pc = pc_of(t.tid);
-    return *known_pc;
-  };
-  if (from_syscall && at_syscall_stop_ && installed_ && !maps_changed_ && explorable(pc_now())) {
+  if (from_syscall && at_syscall_stop_ && installed_ && !maps_changed_ && explorable(pc_of(t.tid))) {
     auto it = rings_.find(t.tid);
     from_syscall = it == rings_.end() || !it->second.gs_set;
   }
@@ -117,7 +110,6 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
   // in the middle of bytes a patch would cover gets its pc made a block start first.
   if (!ready_) {
     if (!all_stopped()) return false;
-    known_pc.reset();
     if (auto r = setup(t.tid); !r) {
       disable(r.error().message, &t);
       return false;
@@ -128,31 +120,27 @@ bool PatchTracer::prepare_run(PatchThread t, bool watch_stepping, bool non_stop)
     // Once per free run: modules loaded or unloaded since the last one (dlopen/dlclose).
     (void)sync_regions();
     maps_changed_ = false;
-    known_pc.reset();
     if (!install_all(t.tid)) return false;
   }
-  if (!rings_.count(t.tid)) known_pc.reset();  // its ring is mapped now
   Ring* ring = ring_for(t.tid);
   if (!ring) {
     disable("cannot map a ring for a thread", &t);
     return false;
   }
-  if (!ring->gs_set) {
-    known_pc.reset();
-    if (!set_gs(t.tid, *ring, true)) {
-      disable("the program uses the gs base", &t);
-      return false;
-    }
+  if (!ring->gs_set && !set_gs(t.tid, *ring, true)) {
+    disable("the program uses the gs base", &t);
+    return false;
   }
   // Empty again, with the room the budget gives now (never under a thread inside a stub: it
   // may hold the head it read). Without a budget the ring fills on from where it is: a drain
   // here kept a thread waiting at every system call it made under `catch syscall` (whose stops
   // the server resumes through here, their drains left for later: on_stop()).
-  uint64_t pc = pc_now(), in_stub = 0;
-  if (!stub_at(pc, &in_stub) && budget_ && budget_(t.tid)) {
-    drain(t.tid, *ring, &t);  // the ring's words only: the thread stays where it is
+  uint64_t at = pc_of(t.tid), in_stub = 0;
+  if (!stub_at(at, &in_stub) && budget_ && budget_(t.tid)) {
+    drain(t.tid, *ring, &t);
     restart(t.tid, *ring);
   }
+  uint64_t pc = pc_of(t.tid);
   Region* r = region_of(pc);
   uint64_t base = 0;
   if (!r) return stub_at(pc, &base) != nullptr;  // put into a stub by install_all: it runs on

@@ -92,6 +92,8 @@ class PatchTracer {
     uint64_t plan_learned = 0;    // block starts exploration had to stop for (the next run's plan)
     uint64_t table_targets = 0;   // ret/indirect targets in the table (its growth's copies not counted)
     uint64_t table_slots = 0;     // its slots in use now
+    uint64_t buffered_sites = 0;  // system calls patched into the buffer (a recording's)
+    uint64_t buffered_calls = 0;  // calls made through it, without a stop
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);
@@ -104,6 +106,12 @@ class PatchTracer {
   bool prepare_run(PatchThread t, bool watch_stepping, bool non_stop);
   // The engine's planner must not follow a direct branch to this target (patched code).
   bool enters_patched(uint64_t target) const;
+  // A free run may go under PTRACE_CONT: every system call in the patched code is buffered
+  // or stops at an int3 before it (a recording with the system-call buffer).
+  bool calls_never_unseen() const { return installed_ && buffering(); }
+  // pc (after a `syscall`) is in a buffered call's stub: the call is the buffer's to report
+  // (a stop there, under PTRACE_SYSCALL, is not the program's own call).
+  bool in_buffered_stub(uint64_t pc) const;
 
   enum class StopKind { None, Consumed, Miss, Frontier };
   // Every wait status of a stopped thread, before the engine looks at it. Drains the ring
@@ -215,6 +223,7 @@ class PatchTracer {
     uint64_t cached = 0;            // the target it holds now (0: empty)
     uint8_t flow_len = 0;
     bool frontier = false;          // a frontier trap: an int3 standing for block start `flow`
+    bool buffered = false;          // a buffered system call's stub (its own `syscall` inside)
   };
   enum class Installed { None, Patch, Int3 };
   struct Site {
@@ -240,6 +249,7 @@ class PatchTracer {
     uint64_t first = 0;                // where the entries since the last drain begin (begin, or less room)
     uint8_t* view = nullptr;           // the server's view of it (from head_addr) when shared
     bool gs_set = false;               // the thread's gs base points at head_addr now
+    uint64_t calls = 0, calls_end = 0;  // its system-call buffer, after the rings (0: none)
     std::optional<Branch> last;        // drained while its PatchThread was not at hand: its cursor
   };
 
@@ -298,6 +308,14 @@ class PatchTracer {
   void save_plans();
   void open_frontiers();
   bool syscall_runs_free(uint64_t block_start, const FlowInsn& f);
+
+  // patch_tracer_calls.cc: the system-call buffer (a recording's; docs/record-replay.md)
+  bool buffering() const;  // calls are buffered: a sink waits for them, one thread
+  // A site ending in a system call (a recording with the buffer): a stub that buffers the call,
+  // or one that stops at its int3 before it (a call the buffer does not take); else an int3 site.
+  void plan_buffered_call(pid_t tid, Site& s);
+  // r's buffered calls to the sink, each after the ring is drained up to where it was made.
+  void flush_calls(pid_t tid, Ring& r, PatchThread* t);
   bool link_exits(uint64_t base, std::vector<uint8_t>& code, const std::vector<std::pair<uint32_t, uint64_t>>& exits);
   std::optional<uint64_t> frontier_trap(uint64_t near, uint64_t target);
   void relink(uint64_t start);

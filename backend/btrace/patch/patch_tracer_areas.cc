@@ -23,6 +23,7 @@ namespace {
 constexpr uint64_t kRingBytes = 1 << 20;        // 256 Ki direct branches between drains
 constexpr uint64_t kMinCodeArea = 1 << 20;
 constexpr uint64_t kMaxCodeArea = 64 << 20;
+constexpr uint64_t kCallBufferBytes = 1 << 20;  // ~4,000 stat() records between stops
 
 bool failed(int64_t r) { return r < 0 && r > -4096; }
 
@@ -236,7 +237,8 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
     r = spare_.back();
     spare_.pop_back();
   } else {
-    uint64_t size = kPage + 2 * (ring_bytes_ + kPage);
+    uint64_t calls = tracer_ && tracer_->syscall_buffer_room() ? kCallBufferBytes : 0;
+    uint64_t size = kPage + 2 * (ring_bytes_ + kPage) + calls;
     if (!flush_all()) return nullptr;
     uint64_t at = ring_hint_;
     if (ring_hint_) ring_hint_ += size + kPage;
@@ -259,6 +261,15 @@ PatchTracer::Ring* PatchTracer::ring_for(pid_t tid) {
       auto g = patch::inject_syscall(pid_, tid, mem_, SYS_mprotect, {guard, kPage, PROT_NONE, 0, 0, 0}, scratch_);
       if (!g || *g != 0) return nullptr;
     }
+    if (calls && r.view && buffering()) {  // read where it lies: only a shared ring has one
+      r.calls = r.area_end - calls;
+      r.calls_end = r.area_end;
+    }
+  }
+  if (r.view) {  // its gs words: where records go (none: every stub takes its int3)
+    auto* words = reinterpret_cast<uint64_t*>(r.view);
+    __atomic_store_n(&words[patch::kGsSyscallBufNext / 8], r.calls, __ATOMIC_RELEASE);
+    __atomic_store_n(&words[patch::kGsSyscallBufEnd / 8], r.calls_end, __ATOMIC_RELEASE);
   }
   r.first = r.begin;
   if (!set_head(r, r.begin)) return nullptr;

@@ -12,6 +12,7 @@ namespace backend {
 size_t PatchTracer::drain(pid_t tid, Ring& r, PatchThread* t) {
   if (!ready_) return 0;
   drain_deferred();  // the older entries first
+  flush_calls(tid, r, t);  // each buffered call where it came among the branches
   uint64_t head = head_of(r);
   if (head <= r.first || head > r.end) return 0;
   size_t used = 0;

@@ -54,8 +54,10 @@ void PatchTracer::instrument(pid_t tid, uint64_t pc) {
     if (f.kind == FlowKind::Syscall && syscall_runs_free(b, f)) {
       // No site: the syscall runs where it is and falls through into the next block, which
       // must be instrumented now, however deep (no stub exit leads there to hold a trap).
+      // Recording with the buffer, the thread runs under PTRACE_CONT: the call is buffered
+      // (a patched site) or stops at its int3 (plan_buffered_call), never unseen.
       work.emplace_back(next, depth);
-      continue;
+      if (!buffering()) continue;
     }
     Site& s = sites_[f.addr];
     site_starts_.emplace(f.addr, b);
@@ -395,6 +397,7 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   s.patchable = false;
   const FlowInsn& f = s.block.end;
   if (f.len == 0 || f.addr != flow_addr) return;
+  if (f.kind == FlowKind::Syscall && buffering()) return plan_buffered_call(tid, s);
   uint64_t next = f.addr + f.len;
   auto exit = stub_target(f);
   if (!exit) return;

@@ -186,6 +186,7 @@ PatchTracer::StopKind PatchTracer::on_stop(PatchThread t, int status, uint64_t* 
   if (user_regs_struct regs{}; ring.alt && WSTOPSIG(status) == SIGSEGV && !(budget_ && budget_(t.tid)) &&
                                full_ring_fault(t.tid, ring, status, regs)) {
     if (rings_.size() == 1) update_caches();  // what the last deferred drain saw
+    flush_calls(t.tid, ring, &t);  // made in this ring: counted before it is deferred
     uint64_t head = head_of(ring);
     if (head > ring.first && head <= ring.end) deferred_ = Deferred{t.tid, ring.first, head};
     std::swap(ring.begin, ring.alt);

@@ -556,10 +556,11 @@ namespace {
 // The argument registers of the x86-64 syscall convention, by argument index.
 constexpr int kArgRegs[6] = {7 /*rdi*/, 6 /*rsi*/, 2 /*rdx*/, 10 /*r10*/, 8 /*r8*/, 9 /*r9*/};
 
+// `op modrm` with a gs:[off] operand (SIB 0x25: no base, no index, disp32).
 void emit_gs(std::vector<uint8_t>& c, std::initializer_list<uint8_t> op_modrm, int32_t off) {
   c.push_back(0x65);
   c.insert(c.end(), op_modrm);
-  c.push_back(0x25);  // SIB: no base, no index: [disp32]
+  c.push_back(0x25);
   put32(c, static_cast<uint32_t>(off));
 }
 
@@ -578,12 +579,6 @@ std::optional<SyscallOutput> buffered_syscall_output(uint64_t nr) {
   }
 }
 
-std::vector<uint8_t> syscall_thunk() {
-  std::vector<uint8_t> c = {0x0f, 0x05};                           // syscall
-  emit_gs(c, {0xff, 0x24}, kGsSyscallReturn);                       // jmp qword gs:[ret]
-  return c;
-}
-
 Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr) {
   Stub s;
   auto& c = s.code;
@@ -597,6 +592,11 @@ Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr)
     c.insert(c.end(), r->begin(), r->end());
   }
   s.exact.emplace_back(static_cast<uint32_t>(c.size()), spec.syscall_addr);
+  if (spec.stop_only) {
+    s.miss_int3 = static_cast<uint32_t>(c.size());
+    c.push_back(0xcc);
+    return s;
+  }
   const uint64_t next = spec.syscall_addr + 2;
   // Below the red zone: the program's flags, rcx, rdi, rsi (the copy's registers).
   emit(c, {0x48, 0x8d, 0x64, 0x24, 0x80});  // lea rsp,[rsp-128]
@@ -619,16 +619,8 @@ Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr)
     to_slow.push_back(c.size());
     put32(c, 0);
   }
-  // The call, from the thunk's untraced `syscall`; it comes back here.
-  size_t lea_at = c.size();
-  emit(c, {0x48, 0x8d, 0x0d, 0, 0, 0, 0});  // lea rcx,[rip+back]
-  emit_gs(c, {0x48, 0x89, 0x0c}, kGsSyscallReturn);  // mov gs:[ret],rcx
-  auto j = jmp_rel32(stub_addr + c.size(), spec.thunk);
-  if (!j) return Error{ERANGE, "the thunk is out of reach"};
-  c.insert(c.end(), j->begin(), j->end());
-  int32_t back_rel = static_cast<int32_t>(c.size() - (lea_at + 7));
-  std::memcpy(c.data() + lea_at + 3, &back_rel, 4);
-  // back: rax holds the result; the argument registers are the call's (the kernel keeps them).
+  emit(c, {0x0f, 0x05});  // syscall
+  // rax holds the result; the argument registers are the call's (the kernel keeps them).
   emit_gs(c, {0x48, 0x8b, 0x0c}, kGsSyscallBufNext);  // mov rcx,gs:[next]
   emit(c, {0x48, 0xc7, 0x01});                        // mov qword [rcx],nr
   put32(c, static_cast<uint32_t>(spec.nr));
@@ -672,16 +664,15 @@ Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr)
   emit(c, {0x48, 0xb9});                              // mov rcx,next: as the kernel leaves rcx
   put64(c, next);
   if (!jmp_to(s, stub_addr, next)) return Error{ERANGE, "the next instruction is out of reach"};
-  // slow: everything back, then the original `syscall` (which stops as any other call).
+  // slow: everything back, then the int3 that stands for the original `syscall`.
   for (size_t at : to_slow) {
     int32_t rel = static_cast<int32_t>(c.size() - (at + 4));
     std::memcpy(c.data() + at, &rel, 4);
   }
   emit(c, {0x5e, 0x5f, 0x59, 0x9d});                  // pop rsi; pop rdi; pop rcx; popfq
   emit(c, {0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00});  // lea rsp,[rsp+128]
-  auto back = jmp_rel32(stub_addr + c.size(), spec.syscall_addr);
-  if (!back) return Error{ERANGE, "the original syscall is out of reach"};
-  c.insert(c.end(), back->begin(), back->end());
+  s.miss_int3 = static_cast<uint32_t>(c.size());
+  c.push_back(0xcc);
   return s;
 }
 

@@ -151,15 +151,13 @@ constexpr size_t kCacheBytes = 24;
 Result<Stub> build_stub(const StubSpec& spec, uint64_t stub_addr);
 
 // --- The system-call buffer (docs/record-replay.md, "The system-call buffer") -------------
-// A recorded program's calls that neither block nor make descriptors or mappings can run
+// `branchstub record` runs the calls that neither block nor make descriptors or mappings
 // without a ptrace stop: the block that sets the number is patched before its `syscall`; the
-// stub runs the call through one *untraced* `syscall` instruction of ours (a seccomp filter
-// lets only that one through unstopped) and appends a record of it to the thread's buffer,
-// which the server turns into trace events at the next stop. The thread's words beside its
-// ring head (gs block):
+// stub makes the call itself and appends a record of it to the thread's buffer, which the
+// server turns into trace events at the next stop (at the ring position the record names, so
+// each gets its exact branch count). The thread's words beside its ring head (gs block):
 constexpr int32_t kGsSyscallBufNext = 64;  // u64: where the next record goes
-constexpr int32_t kGsSyscallBufEnd = 72;   // u64: the buffer's end (no room: the call stops as before)
-constexpr int32_t kGsSyscallReturn = 80;   // u64: where the untraced `syscall` returns to
+constexpr int32_t kGsSyscallBufEnd = 72;   // u64: the buffer's end (0, or no room: the call stops)
 // A record: u64 words {nr, args[6], result, ring head at the call, data length, pc after the
 // original `syscall`, 0}, then the bytes the call wrote, padded to 8.
 constexpr uint64_t kSyscallRecordHeader = 96;
@@ -178,19 +176,20 @@ std::optional<SyscallOutput> buffered_syscall_output(uint64_t nr);
 
 struct SyscallStubSpec {
   std::vector<Insn> displaced;  // the instructions before the `syscall` (>= kJmpLen bytes)
-  uint64_t syscall_addr = 0;    // the original `syscall`: a call without room goes there (and stops)
+  uint64_t syscall_addr = 0;    // the original `syscall`
   uint64_t nr = 0;
   SyscallOutput out;
-  uint64_t thunk = 0;           // the untraced `syscall; jmp gs:[kGsSyscallReturn]`
+  // A call the buffer does not take: the stub is the displaced instructions and the int3 (a
+  // patch costs less to put in than an int3 over the `syscall`, at each of a run's installs).
+  bool stop_only = false;
 };
-// The stub: the displaced instructions, then the call through the thunk and its record, then
-// a jmp to the instruction after the original `syscall` (an exit, linked as other stubs'),
-// with rcx and r11 as the kernel leaves them there. exact: the displaced instructions and,
-// after them, the original `syscall` (nothing of the call done yet).
+// The stub: the displaced instructions, the call and its record, then a jmp to the instruction
+// after the original `syscall` (an exit, linked as other stubs') with rcx and r11 as the
+// kernel leaves them there. Without room (or a size argument too large) it restores
+// everything and stops at its int3 (miss_int3), which stands for the original `syscall`: the
+// call is then made as any other, with its stops. exact: the displaced instructions and, after
+// them, the original `syscall` (nothing of the call done yet).
 Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr);
-// The thunk's bytes (10): `syscall; jmp qword ptr gs:[kGsSyscallReturn]`; the untraced
-// instruction pointer a seccomp filter sees is the thunk's address + 2.
-std::vector<uint8_t> syscall_thunk();
 
 // A dynamic stub can compute this instruction's target (ret, or an indirect jmp/call whose
 // operand does not involve rsp and is not 16-bit).

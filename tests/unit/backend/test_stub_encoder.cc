@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <asm/prctl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -514,10 +516,20 @@ TEST_CASE("code writes: gathered per page, overlaid on reads, dropped, flushed a
 }
 
 // The system-call buffer's stub, run for real here: `mov $N,%eax; syscall; ret` with the mov
-// patched; the call goes through the thunk (no seccomp filter here: any `syscall` runs), its
-// record lands in the buffer, and without room (or with a size argument too large) the stub
-// takes the original `syscall`, which records nothing.
-TEST_CASE("a buffered system call runs through the thunk and leaves its record", "[patch][syscall_buffer]") {
+// patched; the call's record lands in the buffer. Without room (or with a size argument too
+// large) the stub restores everything and stops at its int3: a SIGTRAP handler here does what
+// the server does there (the thread goes to the original `syscall`), and nothing is recorded.
+namespace {
+uint64_t g_slow_to = 0;  // the original syscall of the stub whose int3 was hit
+int g_slow_hits = 0;
+void on_stub_int3(int, siginfo_t*, void* ctx) {
+  auto* uc = static_cast<ucontext_t*>(ctx);
+  uc->uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(g_slow_to);
+  ++g_slow_hits;
+}
+}  // namespace
+
+TEST_CASE("a buffered system call leaves its record, without room it takes the original syscall", "[patch][syscall_buffer]") {
   void* mem = ::mmap(nullptr, 0x3000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     WARN("no RWX mapping here: the execution part is not run");
@@ -525,15 +537,12 @@ TEST_CASE("a buffered system call runs through the thunk and leaves its record",
   }
   auto* p = static_cast<uint8_t*>(mem);
   uint64_t P = reinterpret_cast<uint64_t>(p);
-  auto thunk = syscall_thunk();
-  REQUIRE(thunk.size() == 10);
-  std::memcpy(p + 0x2800, thunk.data(), thunk.size());
   std::vector<uint64_t> gs_block(16, 0), buffer(4096, 0);
   uint64_t buf = reinterpret_cast<uint64_t>(buffer.data());
   auto reset = [&](uint64_t room) {
     gs_block[0] = 0x1234000;  // a ring head: the record takes it down as it is
     gs_block[kGsSyscallBufNext / 8] = buf;
-    gs_block[kGsSyscallBufEnd / 8] = buf + room;
+    gs_block[kGsSyscallBufEnd / 8] = room ? buf + room : 0;
   };
   // f at P: stat(rdi, rsi); g at P+0x40: readlink(rdi, rsi, rdx)
   auto make = [&](uint64_t at, uint64_t nr) {
@@ -547,7 +556,6 @@ TEST_CASE("a buffered system call runs through the thunk and leaves its record",
     spec.syscall_addr = at + 5;
     spec.nr = nr;
     spec.out = *buffered_syscall_output(nr);
-    spec.thunk = P + 0x2800;
     uint64_t stub_at = P + 0x1000 + (at - P) * 16;
     auto stub = build_syscall_stub(spec, stub_at);
     REQUIRE(stub);
@@ -555,6 +563,8 @@ TEST_CASE("a buffered system call runs through the thunk and leaves its record",
     CHECK(stub->exits[0].second == at + 7);
     REQUIRE(stub->exact.size() == 2);
     CHECK(stub->exact[1].second == at + 5);
+    REQUIRE(stub->miss_int3);
+    CHECK(stub->code[*stub->miss_int3] == 0xcc);
     std::memcpy(reinterpret_cast<uint8_t*>(stub_at), stub->code.data(), stub->code.size());
     auto j = jmp_rel32(at, stub_at);
     std::memcpy(reinterpret_cast<uint8_t*>(at), j->data(), 5);
@@ -563,10 +573,14 @@ TEST_CASE("a buffered system call runs through the thunk and leaves its record",
   make(P + 0x40, SYS_readlink);
   auto f = reinterpret_cast<long (*)(const char*, struct stat*)>(P);
   auto g = reinterpret_cast<long (*)(const char*, char*, size_t)>(P + 0x40);
+  struct sigaction sa {}, old {};
+  sa.sa_sigaction = on_stub_int3;
+  sa.sa_flags = SA_SIGINFO;
+  REQUIRE(::sigaction(SIGTRAP, &sa, &old) == 0);
   GsBase gs(reinterpret_cast<uint64_t>(gs_block.data()));
 
   reset(8 * 4096);
-  struct stat st{};
+  struct stat st {};
   const char* path = "/";
   CHECK(f(path, &st) == 0);
   CHECK(S_ISDIR(st.st_mode));
@@ -595,14 +609,21 @@ TEST_CASE("a buffered system call runs through the thunk and leaves its record",
   CHECK(std::memcmp(&buffer[12], link, static_cast<size_t>(n)) == 0);
   CHECK(gs_block[kGsSyscallBufNext / 8] == buf + kSyscallRecordHeader + ((static_cast<uint64_t>(n) + 7) & ~7ull));
 
-  // no room for the largest record: the original syscall, nothing recorded
+  // no buffer, then no room for the largest record: the int3, then the original syscall
+  g_slow_to = P + 5;
+  reset(0);
+  CHECK(f(path, &st) == 0);
   reset(kSyscallRecordHeader + 100);
   CHECK(f(path, &st) == 0);
+  CHECK(g_slow_hits == 2);
   CHECK(gs_block[kGsSyscallBufNext / 8] == buf);
   // a size argument above the buffer's limit: the same
+  g_slow_to = P + 0x45;
   reset(8 * 4096);
   std::vector<char> big(2 * kSyscallRecordMaxData);
   CHECK(g("/proc/self/exe", big.data(), big.size()) == n);
+  CHECK(g_slow_hits == 3);
   CHECK(gs_block[kGsSyscallBufNext / 8] == buf);
+  ::sigaction(SIGTRAP, &old, nullptr);
   ::munmap(mem, 0x3000);
 }
