@@ -330,6 +330,12 @@ class PatchTracer {
   void set_gate(uint64_t start, bool open);
   void open_gates();
   void plan_site(pid_t tid, uint64_t flow_addr, Site& s);
+  // A stub built by `build` (at the address it is given: its jumps are relative) where r's
+  // stub area has room, in a fresh area when it has none; its space is taken (a failure after
+  // this leaves it unused for good, so nothing linked to it is ever overwritten). nullopt:
+  // not built, or no room.
+  std::optional<std::pair<uint64_t, patch::Stub>> place_stub(pid_t tid, Region& r,
+                                                             const std::function<Result<patch::Stub>(uint64_t)>& build);
 
   // patch_tracer_install.cc
   void table_insert(uint64_t target);

@@ -43,17 +43,13 @@ void PatchTracer::plan_buffered_call(pid_t tid, Site& s) {
   spec.nr = *nr;
   spec.out = out.value_or(patch::SyscallOutput{});
   spec.stop_only = !out;
-  uint64_t at = r->code_next;
-  auto stub = patch::build_syscall_stub(spec, at);
-  if (stub && at + stub->code.size() > r->code_end && next_code_area(tid, *r, stub->code.size())) {
-    at = r->code_next;  // built again where it goes: its jumps are relative
-    stub = patch::build_syscall_stub(spec, at);
-  }
-  if (!stub || at + stub->code.size() > r->code_end) return;
+  auto placed = place_stub(tid, *r, [&](uint64_t a) { return patch::build_syscall_stub(spec, a); });
+  if (!placed) return;
+  auto& [at, built] = *placed;
+  auto* stub = &built;
   uint64_t begin = spec.displaced.front().addr;
   auto jmp = patch::jmp_rel32(begin, at);
   if (!jmp) return;
-  r->code_next += (stub->code.size() + 15) & ~size_t{15};
   if (!link_exits(at, stub->code, stub->exits)) return;
   if (!area_write(at, stub->code)) return;
   // No edge: the call is no branch. Its int3 (no room) stands for the original `syscall`.

@@ -391,6 +391,19 @@ void PatchTracer::open_gates() {
   for (auto& [start, t] : translations_) set_gate(start, !has_client_breakpoint(start, t.end));
 }
 
+std::optional<std::pair<uint64_t, patch::Stub>> PatchTracer::place_stub(
+    pid_t tid, Region& r, const std::function<Result<patch::Stub>(uint64_t)>& build) {
+  uint64_t at = r.code_next;
+  auto stub = build(at);
+  if (stub && at + stub->code.size() > r.code_end && next_code_area(tid, r, stub->code.size())) {
+    at = r.code_next;  // built again where it goes
+    stub = build(at);
+  }
+  if (!stub || at + stub->code.size() > r.code_end) return std::nullopt;
+  r.code_next += (stub->code.size() + 15) & ~size_t{15};  // frontier traps go after it
+  return std::pair{at, std::move(*stub)};
+}
+
 void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   uninstall(s);
   s.planned = true;
@@ -429,19 +442,13 @@ void PatchTracer::plan_site(pid_t tid, uint64_t flow_addr, Site& s) {
   spec.edge_id = static_cast<uint32_t>(edges_.size());
   spec.table_addr = table_keys_;
   spec.table_mask = kTableSlots - 1;  // the capacity: where the destinations lie
-  uint64_t at = r->code_next;
-  auto stub = patch::build_stub(spec, at);
-  if (stub && at + stub->code.size() > r->code_end && next_code_area(tid, *r, stub->code.size())) {
-    at = r->code_next;  // built again where it goes: its jumps are relative
-    stub = patch::build_stub(spec, at);
-  }
-  if (!stub || at + stub->code.size() > r->code_end) return;
+  auto placed = place_stub(tid, *r, [&](uint64_t a) { return patch::build_stub(spec, a); });
+  if (!placed) return;
+  auto& [at, built] = *placed;
+  auto* stub = &built;
   uint64_t begin = (*insns)[*k].addr;
   auto jmp = patch::jmp_rel32(begin, at);
   if (!jmp) return;
-  // Its space first (frontier traps go after it); a failure below leaves it unused for good,
-  // so that nothing linked to it is ever overwritten.
-  r->code_next += (stub->code.size() + 15) & ~size_t{15};
   if (!link_exits(at, stub->code, stub->exits)) return;
   if (!area_write(at, stub->code)) return;
   bool dynamic = f.kind == FlowKind::Return || f.kind == FlowKind::IndirectJump || f.kind == FlowKind::IndirectCall;

@@ -46,6 +46,14 @@ class GsBase {
   unsigned long old_ = 0;
 };
 
+// Pages this test may write code into and run (nullptr, with a warning, where none can be had).
+uint8_t* rwx_pages(size_t bytes) {
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem != MAP_FAILED) return static_cast<uint8_t*>(mem);
+  WARN("no RWX mapping here: the execution part is not run");
+  return nullptr;
+}
+
 bool contains(const std::vector<uint8_t>& code, std::initializer_list<uint8_t> needle) {
   return std::search(code.begin(), code.end(), needle.begin(), needle.end()) != code.end();
 }
@@ -220,12 +228,8 @@ TEST_CASE("stub area: below the code when free, always within rel32 reach", "[pa
 // The jnz (with the dec before it) and the ret (with the add before it) are patched with real
 // stubs; f(5) must still return 15 and the ring must hold the 4 taken jnz and the return.
 TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
-  void* mem = ::mmap(nullptr, 0x3000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    WARN("no RWX mapping here: the execution part is not run");
-    return;
-  }
-  auto* p = static_cast<uint8_t*>(mem);
+  auto* p = rwx_pages(0x3000);
+  if (!p) return;
   uint64_t P = reinterpret_cast<uint64_t>(p);
   const uint8_t tramp[] = {0xe8, 0x3b, 0x00, 0x00, 0x00, 0xc3};  // call P+0x40; ret
   const uint8_t f[] = {0x31, 0xc0, 0x48, 0x83, 0xc0, 0x03, 0x48, 0xff, 0xcf, 0x75, 0xf7, 0x48, 0x83, 0xc0, 0x00, 0xc3};
@@ -357,7 +361,7 @@ TEST_CASE("patched loop and return run natively and fill the ring", "[patch]") {
   uint32_t o;
   std::memcpy(&o, &other[8], 4);
   CHECK(o == 7);
-  ::munmap(mem, 0x3000);
+  ::munmap(p, 0x3000);
 }
 
 TEST_CASE("stubs find the ring head through gs, never at a fixed address", "[patch]") {
@@ -530,12 +534,8 @@ void on_stub_int3(int, siginfo_t*, void* ctx) {
 }  // namespace
 
 TEST_CASE("a buffered system call leaves its record, without room it takes the original syscall", "[patch][syscall_buffer]") {
-  void* mem = ::mmap(nullptr, 0x3000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    WARN("no RWX mapping here: the execution part is not run");
-    return;
-  }
-  auto* p = static_cast<uint8_t*>(mem);
+  auto* p = rwx_pages(0x3000);
+  if (!p) return;
   uint64_t P = reinterpret_cast<uint64_t>(p);
   std::vector<uint64_t> gs_block(16, 0), buffer(4096, 0);
   uint64_t buf = reinterpret_cast<uint64_t>(buffer.data());
@@ -625,5 +625,5 @@ TEST_CASE("a buffered system call leaves its record, without room it takes the o
   CHECK(g_slow_hits == 3);
   CHECK(gs_block[kGsSyscallBufNext / 8] == buf);
   ::sigaction(SIGTRAP, &old, nullptr);
-  ::munmap(mem, 0x3000);
+  ::munmap(p, 0x3000);
 }
