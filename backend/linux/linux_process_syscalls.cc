@@ -15,27 +15,13 @@
 #include <utility>
 
 #include "backend/linux/linux_process.h"
+#include "backend/ptrace/syscall_stop_kind.h"
 #include "backend/ptrace/proc_info.h"
 #include "backend/ptrace/remote_syscall.h"
 
 namespace backend {
 
 namespace {
-
-// struct ptrace_syscall_info of <linux/ptrace.h> (which cannot be included next to glibc's
-// <sys/ptrace.h>); PTRACE_GET_SYSCALL_INFO fills it since Linux 5.3.
-struct SyscallInfo {
-  uint8_t op;
-  uint8_t pad[3];
-  uint32_t arch;
-  uint64_t instruction_pointer;
-  uint64_t stack_pointer;
-  union {
-    struct { uint64_t nr; uint64_t args[6]; } entry;
-    struct { int64_t rval; uint8_t is_error; } exit;
-  };
-};
-constexpr uint8_t kSyscallInfoEntry = 1, kSyscallInfoExit = 2;
 
 constexpr uint64_t kPage = 4096;
 #ifndef PR_SET_VMA
@@ -70,8 +56,8 @@ void LinuxProcess::finish_syscall_flow(LinuxThread& t) {
 LinuxThread::SyscallStop LinuxProcess::read_syscall_stop(const LinuxThread& t) const {
   // Entry or exit? The kernel says so since 5.3; before that, alternate (a step from an
   // entry stop ends the syscall without an exit stop, so the toggle is only a fallback).
-  SyscallInfo info{};
-  long n = ::ptrace(PTRACE_GET_SYSCALL_INFO, t.tid, reinterpret_cast<void*>(sizeof info), &info);
+  SyscallInfo info;
+  long n = read_syscall_info(t.tid, info);
   LinuxThread::SyscallStop s;
   s.entry = n > 0 ? info.op == kSyscallInfoEntry : !t.in_syscall;
   s.known = n <= 0 || info.op == kSyscallInfoEntry || info.op == kSyscallInfoExit;

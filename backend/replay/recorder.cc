@@ -139,6 +139,17 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
     exit_branches_ = UINT64_MAX;
     return e;
   }
+  // The program's memory, read now.
+  MemoryReader program_memory() {
+    return [this](uint64_t addr, void* out, size_t size) {
+      auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
+      return n && *n == size;
+    };
+  }
+  // false (refused, with the message): a call the replay cannot do.
+  bool replayable_call(const TraceEvent& e, const MemoryReader* reader);
+  // The bytes the call wrote (read through `reader`) into the trace; false: refused.
+  bool take_writes(TraceEvent& e, const MemoryReader& reader);
   bool on_entry(const user_regs_struct& regs);
   bool on_exit(const user_regs_struct& regs);
   // Signal-delivery stop: the signal to deliver (0: none), or -1 when refused.
@@ -162,19 +173,32 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
   uint64_t buffered_ = 0;                 // calls the system-call buffer gave
 };
 
+bool Recorder::replayable_call(const TraceEvent& e, const MemoryReader* reader) {
+  auto policy = syscall_policy(e.nr, e.args, pid_, reader);
+  if (policy.as != ReplayAs::Refuse) return true;
+  return refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), e.pc,
+                            events_.size(), policy.why));
+}
+
+bool Recorder::take_writes(TraceEvent& e, const MemoryReader& reader) {
+  if (auto why = unreplayable_result(e.nr, e.args, e.result, reader); !why.empty())
+    return refuse(fmt::format("{} (at pc {:#x}, event {})", why, e.pc, events_.size()));
+  for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
+    std::vector<uint8_t> bytes(r.length);
+    if (!reader(r.addr, bytes.data(), bytes.size()))
+      return refuse(fmt::format("cannot read the {} bytes {} wrote at {:#x}", r.length, syscall_name(e.nr), r.addr));
+    e.writes.push_back(writer_.add_data(r.addr, bytes));
+  }
+  return true;
+}
+
 bool Recorder::on_entry(const user_regs_struct& regs) {
   TraceEvent e = event_here(EventKind::Syscall, regs.rip);
   e.nr = static_cast<int64_t>(regs.orig_rax);
   uint64_t args[6] = {regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9};
   std::copy(args, args + 6, e.args);
-  MemoryReader reader = [&](uint64_t addr, void* out, size_t size) {
-    auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
-    return n && *n == size;
-  };
-  auto policy = syscall_policy(e.nr, e.args, pid_, &reader);
-  if (policy.as == ReplayAs::Refuse)
-    return refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), regs.rip,
-                              events_.size(), policy.why));
+  MemoryReader reader = program_memory();
+  if (!replayable_call(e, &reader)) return false;
   forced_enosys_ = e.nr == SYS_rseq;  // kernel-written shared memory: the program does without
   if (forced_enosys_) ::ptrace(PTRACE_POKEUSER, pid_, offsetof(user_regs_struct, orig_rax), static_cast<long>(-1));
   last_nr_ = e.nr;
@@ -197,18 +221,8 @@ bool Recorder::on_exit(const user_regs_struct& regs) {
     ::ptrace(PTRACE_POKEUSER, pid_, offsetof(user_regs_struct, rax), static_cast<long>(-ENOSYS));
     forced_enosys_ = false;
   }
-  auto reader = [&](uint64_t addr, void* out, size_t size) {
-    auto n = mem_.read(addr, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
-    return n && *n == size;
-  };
-  if (auto why = unreplayable_result(e.nr, e.args, e.result, reader); !why.empty())
-    return refuse(fmt::format("{} (at pc {:#x}, event {})", why, e.pc, events_.size()));
-  for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
-    std::vector<uint8_t> bytes(r.length);
-    if (!reader(r.addr, bytes.data(), bytes.size()))
-      return refuse(fmt::format("cannot read the {} bytes {} wrote at {:#x}", r.length, syscall_name(e.nr), r.addr));
-    e.writes.push_back(writer_.add_data(r.addr, bytes));
-  }
+  MemoryReader reader = program_memory();
+  if (!take_writes(e, reader)) return false;
   if ((e.nr == SYS_execve || e.nr == SYS_execveat) && e.result == 0) {
     // The new image, before its first instruction: the vDSO hidden again, AT_RANDOM kept for
     // the replay (exec_setup.h), as at the start.
@@ -250,12 +264,6 @@ void Recorder::buffered_syscall(pid_t /*tid*/, const BufferedSyscall& call) {
   e.nr = static_cast<int64_t>(call.nr);
   std::copy(call.args, call.args + 6, e.args);
   e.result = call.result;
-  auto policy = syscall_policy(e.nr, e.args, pid_);
-  if (policy.as == ReplayAs::Refuse) {
-    (void)refuse(fmt::format("the program called {} (at pc {:#x}, event {}): {}", syscall_name(e.nr), call.pc,
-                             events_.size(), policy.why));
-    return;
-  }
   // The record holds what was written at the call's output argument: the table's ranges
   // must lie in it.
   const uint64_t out = call.data_addr;
@@ -264,19 +272,7 @@ void Recorder::buffered_syscall(pid_t /*tid*/, const BufferedSyscall& call) {
     std::memcpy(dst, call.data.data() + (addr - out), size);
     return true;
   };
-  if (auto why = unreplayable_result(e.nr, e.args, e.result, reader); !why.empty()) {
-    (void)refuse(fmt::format("{} (at pc {:#x}, event {})", why, e.pc, events_.size()));
-    return;
-  }
-  for (const auto& r : written_ranges(e.nr, e.args, e.result, reader)) {
-    std::vector<uint8_t> bytes(r.length);
-    if (!reader(r.addr, bytes.data(), bytes.size())) {
-      (void)refuse(fmt::format("the buffered {} did not keep the {} bytes it wrote at {:#x}", syscall_name(e.nr),
-                               r.length, r.addr));
-      return;
-    }
-    e.writes.push_back(writer_.add_data(r.addr, bytes));
-  }
+  if (!replayable_call(e, nullptr) || !take_writes(e, reader)) return;
   last_nr_ = e.nr;
   exit_branches_ = e.branches;
   events_.push_back(e);

@@ -92,8 +92,6 @@ class PatchTracer {
     uint64_t plan_learned = 0;    // block starts exploration had to stop for (the next run's plan)
     uint64_t table_targets = 0;   // ret/indirect targets in the table (its growth's copies not counted)
     uint64_t table_slots = 0;     // its slots in use now
-    uint64_t buffered_sites = 0;  // system calls patched into the buffer (a recording's)
-    uint64_t buffered_calls = 0;  // calls made through it, without a stop
   };
 
   PatchTracer(ProcMemory& mem, SoftwareBreakpoints& breakpoints, BlockCache& code, std::unique_ptr<TraceManager>& tracer);

@@ -64,7 +64,6 @@ void PatchTracer::plan_buffered_call(pid_t tid, Site& s) {
   s.patched = *jmp;
   s.patched.resize(s.end - s.begin, 0xcc);
   s.patchable = true;
-  if (!spec.stop_only) ++stats_.buffered_sites;
 }
 
 bool PatchTracer::in_buffered_stub(uint64_t pc) const {
@@ -84,22 +83,21 @@ void PatchTracer::flush_calls(pid_t tid, Ring& r, PatchThread* t) {
     const uint8_t* rec = base + (at - r.calls);
     uint64_t w[patch::kSyscallRecordHeader / 8];
     std::memcpy(w, rec, sizeof w);
-    uint64_t len = std::min<uint64_t>(w[9], end - at - patch::kSyscallRecordHeader);
+    uint64_t len = std::min<uint64_t>(w[patch::kRecordLength], end - at - patch::kSyscallRecordHeader);
     // The branches before it, counted first.
-    if (uint64_t head = w[8]; head > r.first && head <= r.end) {
+    if (uint64_t head = w[patch::kRecordHead]; head > r.first && head <= r.end) {
       size_t used = 0;
       (void)drain_span(tid, r, t, r.first, head, used);
       r.first += used;
     }
     BufferedSyscall call;
-    call.nr = w[0];
-    std::memcpy(call.args, &w[1], sizeof call.args);
-    call.result = static_cast<int64_t>(w[7]);
-    call.pc = w[10];
+    call.nr = w[patch::kRecordNr];
+    std::memcpy(call.args, &w[patch::kRecordArgs], sizeof call.args);
+    call.result = static_cast<int64_t>(w[patch::kRecordResult]);
+    call.pc = w[patch::kRecordPc];
     call.data = std::span<const uint8_t>(rec + patch::kSyscallRecordHeader, len);
     if (auto o = patch::buffered_syscall_output(call.nr); o && o->ptr_arg >= 0) call.data_addr = call.args[o->ptr_arg];
     if (sink) sink->buffered_syscall(tid, call);
-    ++stats_.buffered_calls;
     at += patch::kSyscallRecordHeader + ((len + 7) & ~uint64_t{7});
   }
   __atomic_store_n(&words[patch::kGsSyscallBufNext / 8], r.calls, __ATOMIC_RELEASE);

@@ -626,12 +626,12 @@ Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr)
   put32(c, static_cast<uint32_t>(spec.nr));
   emit(c, {0x48, 0x89, 0x79, 0x08, 0x48, 0x89, 0x71, 0x10, 0x48, 0x89, 0x51, 0x18});  // rdi, rsi, rdx
   emit(c, {0x4c, 0x89, 0x51, 0x20, 0x4c, 0x89, 0x41, 0x28, 0x4c, 0x89, 0x49, 0x30});  // r10, r8, r9
-  emit(c, {0x48, 0x89, 0x41, 0x38});                  // mov [rcx+56],rax
+  emit(c, {0x48, 0x89, 0x41, 8 * kRecordResult});    // mov [rcx+56],rax
   emit_gs(c, {0x4c, 0x8b, 0x1c}, 0);                  // mov r11,gs:[0] (the ring head)
-  emit(c, {0x4c, 0x89, 0x59, 0x40});                  // mov [rcx+64],r11
+  emit(c, {0x4c, 0x89, 0x59, 8 * kRecordHead});      // mov [rcx+64],r11
   emit(c, {0x49, 0xbb});                              // mov r11,next
   put64(c, next);
-  emit(c, {0x4c, 0x89, 0x59, 0x50});                  // mov [rcx+80],r11
+  emit(c, {0x4c, 0x89, 0x59, 8 * kRecordPc});        // mov [rcx+80],r11
   emit(c, {0x48, 0xc7, 0x41, 0x58, 0, 0, 0, 0});      // mov qword [rcx+88],0
   emit(c, {0x45, 0x31, 0xdb});                        // xor r11d,r11d: the data's length
   if (out.ptr_arg >= 0) {
@@ -645,7 +645,7 @@ Result<Stub> build_syscall_stub(const SyscallStubSpec& spec, uint64_t stub_addr)
       emit(c, {0x49, 0x89, 0xc3});                    // mov r11,rax
     }
   }
-  emit(c, {0x4c, 0x89, 0x59, 0x48});                  // mov [rcx+72],r11
+  emit(c, {0x4c, 0x89, 0x59, 8 * kRecordLength});    // mov [rcx+72],r11
   if (out.ptr_arg >= 0) {
     int r = kArgRegs[out.ptr_arg];
     if (r != 6)  // mov rsi,reg

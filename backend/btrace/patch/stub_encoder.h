@@ -161,6 +161,7 @@ constexpr int32_t kGsSyscallBufEnd = 72;   // u64: the buffer's end (0, or no ro
 // A record: u64 words {nr, args[6], result, ring head at the call, data length, pc after the
 // original `syscall`, 0}, then the bytes the call wrote, padded to 8.
 constexpr uint64_t kSyscallRecordHeader = 96;
+enum SyscallRecordWord : uint8_t { kRecordNr = 0, kRecordArgs = 1, kRecordResult = 7, kRecordHead = 8, kRecordLength = 9, kRecordPc = 10 };
 constexpr uint64_t kSyscallRecordMaxData = 4096;  // a larger size argument: the call stops
 
 // What a buffered call writes: `fixed` bytes at argument `ptr_arg` when it returns 0 (stat),
