@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -29,6 +30,7 @@
 #include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
 #include "backend/replay/register_digest.h"
+#include "backend/replay/signal_pacer.h"
 #include "backend/replay/syscall_stop.h"
 #include "backend/replay/syscall_table.h"
 #include "backend/replay/trace_format.h"
@@ -90,7 +92,9 @@ bool deterministic_signal(const siginfo_t& si, pid_t pid, long last_nr) {
 class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
  public:
   Recorder(pid_t pid, TraceWriter& writer, TraceHeader& header)
-      : pid_(pid), mem_(pid), writer_(writer), header_(header) {}
+      : pid_(pid), mem_(pid), writer_(writer), header_(header) {
+    if (::clock_getcpuclockid(pid, &cpu_clock_) != 0) cpu_clock_ = -1;
+  }
 
   Verdict syscall_entry(pid_t tid) override {
     user_regs_struct regs{};
@@ -111,7 +115,8 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
     regs.rax = 0;
     return on_exit(regs) ? Verdict{} : Verdict{true, {}};
   }
-  // rdtsc emulated: consumed; any other signal goes on to the program (or was refused).
+  // rdtsc emulated, or an asynchronous signal held back (SignalPacer): consumed; any other
+  // signal goes on to the program (or was refused).
   bool take_signal(pid_t /*tid*/, int signo, std::string* /*message*/) override { return on_signal(signo) == 0; }
   InstructionVerdict take_instruction(pid_t tid, const NondeterministicInsn& insn) override;
   // A call the program made without a stop (the system-call buffer), its branches counted.
@@ -123,6 +128,9 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
   std::vector<TraceEvent>& events() { return events_; }
   uint64_t branches() const { return counter_.count(pid_); }
   uint64_t buffered() const { return buffered_; }
+  // Signals held back (SignalPacer): raised again when due; true while any is held.
+  bool raise_held_signals();
+  uint64_t held_signals() const { return pacer_.held_count(); }
 
  private:
   bool refuse(std::string why) {
@@ -171,7 +179,27 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
   long last_nr_ = -1;
   uint64_t exit_branches_ = UINT64_MAX;  // the count at the last syscall's exit (until the next stop)
   uint64_t buffered_ = 0;                 // calls the system-call buffer gave
+  SignalPacer pacer_;
+  clockid_t cpu_clock_ = -1;              // the program's CPU time (-1: unknown, nothing is held)
+  int64_t cpu_ns() const {
+    timespec ts{};
+    if (cpu_clock_ == -1 || ::clock_gettime(cpu_clock_, &ts) != 0) return INT64_MAX / 2;
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
 };
+
+bool Recorder::raise_held_signals() {
+  if (!pacer_.holding()) return false;
+  // Asleep in the kernel (S, D): whatever it waits for may be the held signal.
+  bool sleeping = false;
+  if (auto stat = read_proc_file(pid_, "stat")) {
+    std::string text(stat->begin(), stat->end());
+    size_t paren = text.rfind(')');
+    sleeping = paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'S' || text[paren + 2] == 'D');
+  }
+  for (int sig : pacer_.due(cpu_ns(), sleeping)) (void)::syscall(SYS_tgkill, pid_, pid_, sig);
+  return pacer_.holding();
+}
 
 bool Recorder::replayable_call(const TraceEvent& e, const MemoryReader* reader) {
   auto policy = syscall_policy(e.nr, e.args, pid_, reader);
@@ -327,6 +355,12 @@ int Recorder::on_signal(int sig) {
   user_regs_struct regs{};
   ::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs);
   if (sig == SIGSEGV && si.si_code == SI_KERNEL && emulate_rdtsc(regs)) return 0;
+  if (!deterministic_signal(si, pid_, last_nr_)) {
+    bool ours = si.si_code == SI_TKILL && si.si_pid == ::getpid();
+    bool in_user_code = static_cast<int64_t>(regs.orig_rax) < 0;
+    if (cpu_clock_ != -1 && pacer_.arrived(&si, ours, in_user_code, cpu_ns()) != SignalPacer::Action::Deliver) return 0;
+    if (ours) ::ptrace(PTRACE_SETSIGINFO, pid_, nullptr, &si);  // the held signal's own, for its handler
+  }
   TraceEvent e;
   e.kind = EventKind::Signal;
   e.nr = sig;
@@ -376,8 +410,9 @@ bool run(Process& process, Recorder& recorder, TraceHeader& header, bool syscall
   for (;;) {
     auto ev = process.poll_events();
     if (!ev) {
+      bool holding = recorder.raise_held_signals();
       if (!process.wants_poll()) {
-        timespec wait{0, 5'000'000};
+        timespec wait{0, holding ? 200'000 : 5'000'000};
         (void)::sigtimedwait(&chld, nullptr, &wait);
       }
       continue;
@@ -493,6 +528,9 @@ int record(const RecordOptions& options) {
   ::unlink(link.c_str());
   (void)::symlink(dir.c_str(), link.c_str());
   std::string buffered = recorder->buffered() ? fmt::format(" ({} system calls recorded without a stop)", recorder->buffered()) : "";
+  if (recorder->held_signals())
+    buffered += fmt::format(" ({} asynchronous signals delivered later than sent: the program ran too little between them)",
+                            recorder->held_signals());
   std::fprintf(stderr, "branchstub record: %llu events%s; trace in %s\n",
                static_cast<unsigned long long>(header.event_count), buffered.c_str(), dir.c_str());
   return header.exit_status >= 0 ? header.exit_status : 128 - header.exit_status;

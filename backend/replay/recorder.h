@@ -20,7 +20,7 @@ struct RecordOptions {
   TraceSource source = TraceSource::Auto;
   // Non-blocking calls (stat, readlink, getxattr...) recorded without a stop by the patched
   // code's system-call buffer (docs/record-replay.md); false (the default): every call stops
-  // twice. Not the default yet: a program with a fast timer can livelock (docs).
+  // twice. Not the default yet (docs: a fast timer once ended a buffered recording with SIGTRAP).
   bool syscall_buffer = false;
 };
 

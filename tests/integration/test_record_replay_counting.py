@@ -19,9 +19,9 @@ pytestmark = pytest.mark.branchstub_only
 PROG = inferior("replay_prog")
 
 
-def record(tmp_path, argv, name, source=None, timeout=120, preexec_fn=None):
+def record(tmp_path, argv, name, source=None, timeout=120, preexec_fn=None, options=()):
     trace = tmp_path / name
-    extra = ["--btrace-source=" + source] if source else []
+    extra = (["--btrace-source=" + source] if source else []) + list(options)
     env = dict(os.environ, BRANCHSTUB_TRACE_DIR=str(tmp_path / "traces"))
     p = subprocess.run([SERVER, "record", "-o", str(trace)] + extra + argv, capture_output=True, timeout=timeout,
                        env=env, cwd=str(tmp_path), preexec_fn=preexec_fn)
@@ -113,6 +113,27 @@ def test_signals_inside_rep_string_instructions_replay_at_their_iteration(procs,
                                     "continue"], source=source)
     assert "$1 = {%s}" % ", ".join(rec["alarms_rcx"].split(",")) in r.out, (rec, r)
     assert "$2 = %s" % rec["buffer_sum"] in r.out, (rec, r)
+    assert "exited normally" in r.out, r
+
+
+def test_a_timer_faster_than_the_recording_neither_hangs_it_nor_diverges(procs, tmp_path):
+    """fast_timer: a loop with no system call under a 200 us interval timer. Each signal costs a
+    recording several ptrace stops; once they take longer than the period, the next signal is
+    pending when the handler returns and the program never runs again (the recording hung: a 1 ms
+    timer did so on a loaded machine). The recorder holds back a signal that interrupts the
+    program's code before it has run 0.5 ms of CPU since the last one delivered (the kernel may
+    deliver late and merges a pending signal of a kind) and raises it again when due; only the
+    delivered ones are recorded, and the replay delivers those at their counts: the same work
+    done, the same number of signals seen by the handler."""
+    prog = inferior("fast_timer")
+    p, trace = record(tmp_path, [prog, "1000000", "200"], "t", timeout=120)
+    assert p.returncode == 0, p.stderr
+    rec = printed(p.stdout.decode())
+    assert int(rec["ticks"]) >= 1, rec
+    r = replay(procs, trace, prog, ["handle SIGALRM nostop noprint pass", "break values_ready", "continue",
+                                    "print hash", "print ticks", "continue"], timeout=240)
+    assert "$1 = %s" % rec["hash"] in r.out, (rec, r)
+    assert "$2 = %s" % rec["ticks"] in r.out, (rec, r)
     assert "exited normally" in r.out, r
 
 
