@@ -6,13 +6,13 @@
 #
 #   bash tests/device/make-bundle.sh [BUILD_DIR]     # writes .dev/rootfs.tar.xz and .dev/build.tar.xz
 #
-# .dev/ must be ignored (echo /.dev/ >> .git/info/exclude) and carried. Not packed: gcc (too big;
-# the tests that compile at run time are deselected by run.sh), lldb, node, genhtml, dot.
+# .dev/ must be ignored (echo /.dev/ >> .git/info/exclude) and carried. Not packed: gcc (too big:
+# the tests that compile at run time fail there), lldb, node, genhtml, dot.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}; case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 mkdir -p .dev
-pkgs="gdb gdbserver python3-minimal python3 python3-pytest libcapstone4 libfmt9 coreutils bash dash procps util-linux findutils grep sed gawk gzip"
+pkgs="gdb gdbserver python3-minimal python3 python3-pytest python3-pytest-xdist xz-utils binutils bsdextrautils libc6-dbg libcapstone4 libfmt9 coreutils bash dash procps util-linux findutils grep sed gawk gzip"
 list=$(mktemp); trap 'rm -f "$list" "$list".*' EXIT
 for p in $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
              --no-replaces --no-enhances --installed $pkgs 2>/dev/null | grep -v '^ ' | sort -u); do
