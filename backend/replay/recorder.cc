@@ -26,6 +26,7 @@
 #include "backend/linux/linux_process.h"
 #include "backend/linux/syscall_interceptor.h"
 #include "backend/ptrace/launch.h"
+#include "backend/ptrace/proc_info.h"
 #include "backend/ptrace/proc_memory.h"
 #include "backend/replay/branch_counter.h"
 #include "backend/replay/exec_setup.h"
@@ -191,13 +192,8 @@ class Recorder final : public SyscallInterceptor, public SyscallBufferSink {
 bool Recorder::raise_held_signals() {
   if (!pacer_.holding()) return false;
   // Asleep in the kernel (S, D): whatever it waits for may be the held signal.
-  bool sleeping = false;
-  if (auto stat = read_proc_file(pid_, "stat")) {
-    std::string text(stat->begin(), stat->end());
-    size_t paren = text.rfind(')');
-    sleeping = paren != std::string::npos && paren + 2 < text.size() && (text[paren + 2] == 'S' || text[paren + 2] == 'D');
-  }
-  for (int sig : pacer_.due(cpu_ns(), sleeping)) (void)::syscall(SYS_tgkill, pid_, pid_, sig);
+  char state = read_thread_state(pid_, pid_);
+  for (int sig : pacer_.due(cpu_ns(), state == 'S' || state == 'D')) (void)::syscall(SYS_tgkill, pid_, pid_, sig);
   return pacer_.holding();
 }
 
